@@ -1,0 +1,43 @@
+# Two entry points (README): `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEMO_LAKE ?= lake
+
+.PHONY: setup java demo test lint bench clean
+
+setup: java $(STAMP)
+
+# Spark needs a JVM; install one where it is missing (Debian/Ubuntu).
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing openjdk-17-jre-headless"; \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
+	@java -version 2>&1 | head -1
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	rm -rf $(DEMO_LAKE)
+	$(PY) runner.py run server_logs --once --lake $(DEMO_LAKE)
+	@for t in events sessions carts purchases quarantine; do \
+	  echo "== $$t"; $(PY) runner.py query "SELECT * FROM $$t" --lake $(DEMO_LAKE) || exit 1; done
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) bench/bench_server_logs.py
+
+clean:
+	rm -rf $(VENV) lake build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The streaming lakehouse engine: pipelines of Spark SQL steps and state handlers into Delta."""

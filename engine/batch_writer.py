@@ -1,0 +1,83 @@
+"""One streaming query writing several tables: a tagged union of views, split per batch."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import reduce
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from engine.errors import UserError
+from engine.sinks import BatchId, DeltaSink
+from engine.tables import TableDef
+
+__all__ = ["MultiTableWriter", "tag_views"]
+
+
+def _struct_ddl(table: TableDef) -> str:
+    return "STRUCT<" + ", ".join(f"{c.name}: {c.ddl_type}" for c in table.columns) + ">"
+
+
+def tag_views(views: Sequence[tuple[TableDef, str, DataFrame]]) -> DataFrame:
+    """Union the views into one stream: column `_sink` says which table a row is for.
+
+    Row i's table columns sit in struct `_s<i>`; the other structs are NULL. One query then
+    reads its source once per batch and commits every table under the same batch id.
+    """
+    tagged = []
+    for i, (table, view, df) in enumerate(views):
+        missing = [c.name for c in table.columns if c.name not in df.columns]
+        if missing:
+            raise UserError(
+                f"{table.path}: view '{view}' lacks column(s) {', '.join(missing)} "
+                f"of table {table.name}"
+            )
+        own = F.struct(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in table.columns])
+        structs = [
+            own.alias(f"_s{j}") if j == i else F.lit(None).cast(_struct_ddl(t)).alias(f"_s{j}")
+            for j, (t, _, _) in enumerate(views)
+        ]
+        tagged.append(df.select(F.lit(i).alias("_sink"), *structs))
+    return reduce(DataFrame.unionByName, tagged)
+
+
+class MultiTableWriter:
+    """The foreachBatch function of a query: writes each table's rows, idempotently."""
+
+    def __init__(
+        self, *, pipeline: str, query: str, sinks: Sequence[DeltaSink], checkpoint: Path
+    ) -> None:
+        self.pipeline = pipeline
+        self.query = query
+        self.sinks = list(sinks)
+        self.checkpoint = checkpoint
+        self.rows: Counter[str] = Counter()  # rows the batches carried, per table
+        self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
+        self._lock = threading.Lock()
+
+    def app_id(self) -> str:
+        """Delta transaction id: a new checkpoint is a new writer, so its batch 0 is written."""
+        query_id = json.loads((self.checkpoint / "metadata").read_text())["id"]
+        return f"{self.pipeline}.{self.query}.{query_id}"
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        data = df.toArrow()
+        batch = BatchId(self.app_id(), batch_id, self.pipeline, self.query)
+        for i, sink in enumerate(self.sinks):
+            part = data.filter(pc.equal(data.column("_sink"), i)).column(f"_s{i}")
+            rows = (
+                pa.Table.from_struct_array(part)
+                if len(part)
+                else sink.table.arrow_schema.empty_table()
+            )
+            written = sink.write(rows, batch)
+            with self._lock:
+                self.rows[sink.table.name] += rows.num_rows
+                self.written[sink.table.name] += written

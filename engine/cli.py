@@ -1,0 +1,149 @@
+"""The command line: parse arguments, call the engine, turn user errors into one line + exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine.errors import UserError
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    spark_conf: dict[str, str] = {}
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--conf {pair}: expected KEY=VALUE")
+        (spark_conf if key.startswith("spark.") else settings)[key] = value
+    return spark_conf, settings
+
+
+def _cmd_pipelines(args: argparse.Namespace) -> int:
+    from engine.pipeline import Registry
+
+    registry = Registry()
+    for name in registry.names():
+        p = registry.get(name)
+        print(f"{name}: {p.description}")
+        for q in p.queries:
+            print(f"  query {q.name}: {', '.join(q.sinks)}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from engine.pipeline import Registry
+    from engine.run import RunOptions, run_pipeline
+    from engine.spark_session import get_spark
+
+    spark_conf, settings = _split_conf(args.conf)
+    pipeline = Registry().get(args.pipeline).with_settings(settings)
+    opts = RunOptions(
+        lake=Path(args.lake).resolve(),
+        checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
+        once=args.once,
+        input_path=args.input,
+    )
+    if args.input and not Path(args.input).is_dir():
+        raise UserError(f"--input: input folder not found: {args.input}")
+    spark = get_spark(spark_conf)
+    result = run_pipeline(spark, pipeline, opts)
+    result.report(sys.stdout)
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from engine.adhoc import lake_tables, print_rows, run_query
+    from engine.spark_session import get_spark
+
+    lake = Path(args.lake).resolve()
+    lake_tables(lake)  # a missing lake is reported before Spark starts
+    spark = get_spark({"spark.sql.shuffle.partitions": "2"})
+    print_rows(run_query(spark, args.sql, lake), args.format)
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    if args.pipeline != "server_logs":
+        raise UserError(
+            f"generate: no generator for pipeline '{args.pipeline}' (have: server_logs)"
+        )
+    from engine.generators.server_logs import generate_server_logs
+
+    try:
+        summary = generate_server_logs(
+            Path(args.out), events=args.events, seed=args.seed, faults=args.faults, progress=True
+        )
+    except FileExistsError:
+        raise UserError(f"--out: {args.out} exists and is not empty") from None
+    print(", ".join(f"{k} {v}" for k, v in summary.as_dict().items()))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="runner.py", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("pipelines", help="list pipelines and their tables").set_defaults(
+        func=_cmd_pipelines
+    )
+
+    run = sub.add_parser("run", help="run a pipeline")
+    run.add_argument("pipeline")
+    run.add_argument("--once", action="store_true", help="process what is there, then exit")
+    run.add_argument("--input", help="input folder (overrides the pipeline's)")
+    run.add_argument("--lake", default="lake", help="folder of the Delta tables (default ./lake)")
+    run.add_argument("--checkpoints", help="checkpoint folder (default <lake>/_checkpoints)")
+    run.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="spark.* goes to Spark, anything else is a pipeline setting",
+    )
+    run.set_defaults(func=_cmd_run)
+
+    query = sub.add_parser("query", help="run read-only Spark SQL over the lake's tables")
+    query.add_argument("sql")
+    query.add_argument("--lake", default="lake")
+    query.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    query.set_defaults(func=_cmd_query)
+
+    gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
+    gen.add_argument("pipeline")
+    gen.add_argument("--out", required=True)
+    gen.add_argument("--events", type=int, default=10_000)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--faults", action="store_true", help="add bad, duplicate and late lines")
+    gen.set_defaults(func=_cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        if args.debug:
+            traceback.print_exc()
+        else:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            print(f"error: {first} (run with --debug for details)", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,3 @@
+"""Synthetic input data for the pipelines."""
+
+__all__ = ["server_logs"]

@@ -1,0 +1,153 @@
+"""Pipeline specs: `pipelines/<name>.yaml` as frozen dataclasses that remember their file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from engine.errors import UserError
+
+__all__ = [
+    "PROJECT_DIR",
+    "HandlerSpec",
+    "Pipeline",
+    "QuerySpec",
+    "Registry",
+    "SourceSpec",
+]
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+SourceKind = Literal["files", "kafka", "socket", "rate"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a pipeline's input comes from and the view it is registered as."""
+
+    view: str
+    kind: SourceKind
+    path: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    """A state-handler step: `class` run over the `input` view, registered as view `name`."""
+
+    name: str
+    class_path: str
+    input: str
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """One streaming query: the tables it writes (table -> view), its trigger and pool."""
+
+    name: str
+    sinks: Mapping[str, str]
+    trigger: str | None = None
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline: source, SQL folder, handlers, queries and settings, from `path`."""
+
+    name: str
+    path: Path
+    description: str
+    source: SourceSpec
+    sql_dir: Path
+    handlers: tuple[HandlerSpec, ...]
+    queries: tuple[QuerySpec, ...]
+    settings: Mapping[str, str]
+
+    @property
+    def tables(self) -> list[str]:
+        """Names of the tables the pipeline writes, in query order."""
+        return [t for q in self.queries for t in q.sinks]
+
+    def with_settings(self, overrides: Mapping[str, str]) -> Pipeline:
+        """A copy with settings overridden; unknown names are a user error."""
+        unknown = sorted(set(overrides) - set(self.settings))
+        if unknown:
+            known = ", ".join(sorted(self.settings)) or "none"
+            raise UserError(
+                f"--conf {unknown[0]}: not a setting of pipeline {self.name} (settings: {known})"
+            )
+        return Pipeline(**{**self.__dict__, "settings": {**self.settings, **overrides}})
+
+
+def _require(spec: Mapping[str, Any], key: str, where: Path) -> Any:
+    if key not in spec or spec[key] in (None, ""):
+        raise UserError(f"{where}: missing '{key}'")
+    return spec[key]
+
+
+def _load(path: Path) -> Pipeline:
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise UserError(f"{path}: not valid YAML ({err})") from None
+    src = _require(spec, "source", path)
+    kind = _require(src, "kind", path)
+    if kind not in ("files", "kafka", "socket", "rate"):
+        raise UserError(f"{path}: source kind must be files, kafka, socket or rate, not {kind!r}")
+    source = SourceSpec(
+        view=_require(src, "view", path),
+        kind=kind,
+        path=src.get("path"),
+        options=dict(src.get("options") or {}),
+    )
+    handlers = tuple(
+        HandlerSpec(
+            name=name, class_path=_require(h, "class", path), input=_require(h, "input", path)
+        )
+        for name, h in (spec.get("handlers") or {}).items()
+    )
+    queries = tuple(
+        QuerySpec(
+            name=name,
+            sinks=dict(_require(q, "sinks", path)),
+            trigger=q.get("trigger"),
+            pool=q.get("pool"),
+        )
+        for name, q in _require(spec, "queries", path).items()
+    )
+    name = _require(spec, "name", path)
+    if name != path.stem:
+        raise UserError(f"{path}: pipeline '{name}' must be named after its file '{path.stem}'")
+    return Pipeline(
+        name=name,
+        path=path,
+        description=str(spec.get("description", "")),
+        source=source,
+        sql_dir=(path.parent.parent / _require(spec, "sql", path)).resolve(),
+        handlers=handlers,
+        queries=queries,
+        settings={k: "" if v is None else str(v) for k, v in (spec.get("settings") or {}).items()},
+    )
+
+
+class Registry:
+    """The pipelines of a folder (default: the project's `pipelines/`)."""
+
+    def __init__(self, folder: Path = PROJECT_DIR / "pipelines") -> None:
+        self.folder = folder
+
+    def names(self) -> list[str]:
+        """Pipeline names, sorted."""
+        return sorted(p.stem for p in self.folder.glob("*.yaml"))
+
+    def get(self, name: str) -> Pipeline:
+        """Load one pipeline; an unknown name is a user error listing the known ones."""
+        path = self.folder / f"{name}.yaml"
+        if not path.is_file():
+            known = ", ".join(self.names()) or "none"
+            raise UserError(f"unknown pipeline '{name}' (pipelines: {known})")
+        return _load(path)

@@ -1,0 +1,121 @@
+"""The handler contract: a subclass declares keys, state, output schema and timeout.
+
+Decisions live in plain methods over plain values (dicts, ints, datetimes), so they are
+unit-tested without Spark; `engine.handler_adapter` runs any handler inside Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+__all__ = [
+    "Event",
+    "StateHandler",
+    "Step",
+    "TimeoutMode",
+    "from_us",
+    "parse_duration",
+    "to_us",
+]
+
+TimeoutMode = Literal["none", "event_time", "processing_time"]
+StateT = TypeVar("StateT")
+Event = Mapping[str, Any]
+
+_EPOCH = datetime(1970, 1, 1)
+_UNITS = {
+    "ms": 1e-3,
+    "millisecond": 1e-3,
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse '5 minutes', '30 s', '1 hour' into a timedelta; ValueError on anything else."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*", text.lower())
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"not a duration: {text!r} (expected e.g. '5 minutes')")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def to_us(ts: datetime) -> int:
+    """Microseconds since the epoch of a naive-UTC or aware datetime (pandas Timestamps too)."""
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC).replace(tzinfo=None)
+    delta = ts - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(us: int) -> datetime:
+    """The naive-UTC datetime of microseconds since the epoch."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+@dataclass(frozen=True)
+class Step(Generic[StateT]):
+    """What a handler decided for one key: new state (None drops it), rows out, next timer."""
+
+    state: StateT | None
+    outputs: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    timer_us: int | None = None
+
+
+class StateHandler(Generic[StateT]):
+    """Base of all handlers. Subclasses set the class attributes and implement `update`."""
+
+    #: Grouping columns of the input view; one state per distinct key.
+    key: ClassVar[tuple[str, ...]]
+    #: Events of a key within a batch are applied in this column order.
+    order_by: ClassVar[tuple[str, ...]] = ()
+    #: The state dataclass; its fields, in order, match `state_schema`.
+    state_type: ClassVar[type]
+    #: Spark DDL of the state row.
+    state_schema: ClassVar[str]
+    #: Spark DDL of the rows the handler emits.
+    output_schema: ClassVar[str]
+    #: Settings this handler reads, with their defaults (overridable per pipeline / --conf).
+    defaults: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings = {**self.defaults, **(settings or {})}
+
+    @property
+    def timeout_mode(self) -> TimeoutMode:
+        """How timers fire: on the event-time watermark, on the wall clock, or never."""
+        return "none"
+
+    @property
+    def timeout(self) -> timedelta | None:
+        """The processing-time timeout duration, when `timeout_mode` is processing_time."""
+        return None
+
+    def update(self, key: tuple[Any, ...], state: StateT | None, events: Sequence[Event]) -> Step:
+        """Apply one batch of a key's events (already in `order_by` order) to its state."""
+        raise NotImplementedError
+
+    def expire(self, key: tuple[Any, ...], state: StateT) -> Step:
+        """The key's timer fired: decide what to emit and keep. Default: drop the state."""
+        return Step(state=None)
+
+    # The adapter stores state as a Spark row; these keep the dataclass <-> tuple mapping here.
+    def state_to_row(self, state: StateT) -> tuple[Any, ...]:
+        """The state as a tuple in `state_schema` order."""
+        return dataclasses.astuple(state)  # type: ignore[call-overload]
+
+    def state_from_row(self, row: Sequence[Any]) -> StateT:
+        """Rebuild the state dataclass from a stored row."""
+        return self.state_type(*row)
