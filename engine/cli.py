@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.pipeline import Registry
 
 __all__ = ["main"]
 
@@ -27,10 +28,12 @@ def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
     return spark_conf, settings
 
 
-def _cmd_pipelines(args: argparse.Namespace) -> int:
-    from engine.pipeline import Registry
+def _registry(args: argparse.Namespace) -> Registry:
+    return Registry(Path(args.pipelines)) if args.pipelines else Registry()
 
-    registry = Registry()
+
+def _cmd_pipelines(args: argparse.Namespace) -> int:
+    registry = _registry(args)
     for name in registry.names():
         p = registry.get(name)
         print(f"{name}: {p.description}")
@@ -40,12 +43,11 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from engine.pipeline import Registry
-    from engine.run import RunOptions, run_pipeline
+    from engine.run import RunOptions, run_pipeline, stop_on_signals
     from engine.spark_session import get_spark
 
     spark_conf, settings = _split_conf(args.conf)
-    pipeline = Registry().get(args.pipeline).with_settings(settings)
+    pipeline = _registry(args).get(args.pipeline).with_settings(settings)
     opts = RunOptions(
         lake=Path(args.lake).resolve(),
         checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
@@ -55,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.input and not Path(args.input).is_dir():
         raise UserError(f"--input: input folder not found: {args.input}")
     spark = get_spark(spark_conf)
-    result = run_pipeline(spark, pipeline, opts)
+    result = run_pipeline(spark, pipeline, opts, stop=stop_on_signals())
     result.report(sys.stdout)
     return 0
 
@@ -91,6 +93,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="runner.py", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
+    parser.add_argument("--pipelines", help="folder of pipeline specs (default ./pipelines)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("pipelines", help="list pipelines and their tables").set_defaults(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,14 +73,19 @@ class Pipeline:
         return [t for q in self.queries for t in q.sinks]
 
     def with_settings(self, overrides: Mapping[str, str]) -> Pipeline:
-        """A copy with settings overridden; unknown names are a user error."""
+        """A copy with settings (and `source.<option>`s) overridden; unknown names are errors."""
+        source_opts = {
+            k.removeprefix("source."): v for k, v in overrides.items() if k.startswith("source.")
+        }
+        overrides = {k: v for k, v in overrides.items() if not k.startswith("source.")}
         unknown = sorted(set(overrides) - set(self.settings))
         if unknown:
             known = ", ".join(sorted(self.settings)) or "none"
             raise UserError(
                 f"--conf {unknown[0]}: not a setting of pipeline {self.name} (settings: {known})"
             )
-        return Pipeline(**{**self.__dict__, "settings": {**self.settings, **overrides}})
+        source = replace(self.source, options={**self.source.options, **source_opts})
+        return replace(self, settings={**self.settings, **overrides}, source=source)
 
 
 def _require(spec: Mapping[str, Any], key: str, where: Path) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -23,6 +24,7 @@ class QueryTotals:
     """What one query did in this run, summed over its batches."""
 
     batches: int = 0
+    last_batch: int = -1
     source_rows: int = 0
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
@@ -64,6 +66,7 @@ class ProgressListener(StreamingQueryListener):
         with self._lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
+            t.last_batch = max(t.last_batch, p.batchId)
             t.source_rows += p.numInputRows
             t.accepted += accepted
             t.duplicates += duplicates
@@ -79,6 +82,16 @@ class ProgressListener(StreamingQueryListener):
                 f"watermark {(watermark or '-').replace('T', ' ').rstrip('Z')}\n"
             )
             self.out.flush()
+
+    def wait_for(self, name: str, batch_id: int, timeout_s: float = 10.0) -> None:
+        """Progress events arrive asynchronously: wait until the query's last batch is in."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                t = self.totals.get(name)
+                if t is not None and t.last_batch >= batch_id:
+                    return
+            time.sleep(0.05)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass

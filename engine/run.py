@@ -22,7 +22,7 @@ from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
 from engine.tables import TableDef, load_tables
 
-__all__ = ["RunOptions", "RunResult", "run_pipeline"]
+__all__ = ["RunOptions", "RunResult", "run_pipeline", "stop_on_signals"]
 
 
 @dataclass(frozen=True)
@@ -102,16 +102,12 @@ def _start(
     return query, writer
 
 
-class _StopFlag:
-    """Set by SIGINT/SIGTERM; the run then stops its queries between batches."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: self.event.set())
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGINT/SIGTERM, for `run_pipeline(stop=...)`."""
+    event = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: event.set())
+    return event
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
@@ -129,17 +125,21 @@ def _raise_failures(queries: Mapping[str, StreamingQuery]) -> None:
 
 
 def run_pipeline(
-    spark: SparkSession, pipeline: Pipeline, opts: RunOptions, out: TextIO = sys.stdout
+    spark: SparkSession,
+    pipeline: Pipeline,
+    opts: RunOptions,
+    *,
+    stop: threading.Event | None = None,
+    out: TextIO = sys.stdout,
 ) -> RunResult:
-    """Run until done (`once`) or until SIGINT/SIGTERM; returns what was written."""
+    """Run until done (`once`) or until `stop` is set; returns what was written."""
+    stop = stop or threading.Event()
     tables = load_tables()
     build_views(spark, pipeline, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
     spark.streams.addListener(listener)
     result = RunResult(listener=listener)
     queries: dict[str, StreamingQuery] = {}
-    stop = _StopFlag()
-    stop.install()
     try:
         for spec in pipeline.queries:
             queries[spec.name], result.writers[spec.name] = _start(
@@ -147,11 +147,14 @@ def run_pipeline(
             )
         # --once ends when every query has drained its input; a run ends when any query fails.
         done = all if opts.once else any
-        while not stop.event.is_set() and not done(not q.isActive for q in queries.values()):
-            stop.event.wait(0.2)
+        while not stop.is_set() and not done(not q.isActive for q in queries.values()):
+            stop.wait(0.2)
         for q in queries.values():
             _stop_between_batches(q)
         _raise_failures(queries)
+        for name, q in queries.items():
+            if q.lastProgress:
+                listener.wait_for(name, q.lastProgress["batchId"])
     finally:
         for q in queries.values():
             if q.isActive:

@@ -12,6 +12,7 @@ import math
 import os
 import random
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -383,6 +384,8 @@ class _Output:
         self._reported = 0
         self._held: list[tuple[int, str]] = []
         self._files = 0
+        # File times start a day back, one second apart, so they are distinct and in the past.
+        self._started_ns = time.time_ns() - 86_400 * 1_000_000_000
         self._newest = -1
 
     def add(self, text: str, t: int | None, kind: str) -> None:
@@ -438,6 +441,10 @@ class _Output:
         with partial.open("w", encoding="utf-8", newline="\n") as handle:
             handle.write("\n".join(self._buffer))
             handle.write("\n")
+        # Spark's file source orders files by modification time; equal times (files written
+        # within a millisecond) would let it read them out of order.
+        stamp = self._started_ns + self._files * 1_000_000_000
+        os.utime(partial, ns=(stamp, stamp))
         os.replace(partial, final)
         self._files += 1
         self._buffer = []

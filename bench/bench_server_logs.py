@@ -1,0 +1,472 @@
+"""Benchmark: the server_logs pipeline against two plain-Spark baselines on the same input.
+
+Prints figures; it asserts nothing about timings. One run generates N events (or reuses them),
+then runs three subprocesses one after another, each timed from start to exit with the peak
+RSS of its whole process tree (Python driver + JVM + Python workers):
+
+* pipeline: ``python runner.py run server_logs --once`` into a fresh lake;
+* parse only: the pipeline's source and ``parsed_logs.sql`` into Spark's ``noop`` sink;
+* native session_window: the same parse, then Spark's own ``session_window`` count.
+
+Each is also timed from its first batch start to its last batch commit, read from the
+modification times of the query checkpoints' ``offsets/`` and ``commits/`` files, which leaves
+out JVM start-up, view building and shutdown.
+
+Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--workdir DIR]
+[--skip-pipeline] [--max-files-per-trigger N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The baseline subprocesses run this file as a script, so the project must be importable
+# even where it is not installed into the interpreter.
+if str(PROJECT_DIR) not in sys.path:
+    sys.path.insert(0, str(PROJECT_DIR))
+
+PIPELINE = "server_logs"
+PARSE_SQL = PROJECT_DIR / "sql" / "server_logs" / "parsed_logs.sql"
+BASELINES = ("parse", "session_window")
+RSS_POLL_S = 0.2
+GIB = 1024**3
+# Subprocess lines worth echoing live; the full output goes to a log file in the workdir.
+ECHO_PREFIXES = ("[", "query ", "baseline ", "error", "Traceback")
+
+
+# --- measuring a subprocess -------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    """One timed subprocess: wall clock, peak tree RSS and its batch timings."""
+
+    name: str
+    command: list[str]
+    exit_code: int
+    started_at: float  # Unix time, comparable with file modification times
+    wall_s: float
+    peak_rss: int
+    log: Path
+    report: list[str] = field(default_factory=list)
+    # Per query (checkpoint folder): (first batch start, last batch commit, batches).
+    queries: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+
+    @property
+    def first_batch_at(self) -> float | None:
+        """Unix time the earliest query planned its first batch."""
+        return min((q[0] for q in self.queries.values()), default=None)
+
+    @property
+    def streaming_s(self) -> float | None:
+        """First batch start to last batch commit, over all queries."""
+        if not self.queries:
+            return None
+        return max(q[1] for q in self.queries.values()) - min(q[0] for q in self.queries.values())
+
+    @property
+    def startup_s(self) -> float | None:
+        """Process start to first batch start: JVM, session, views, sink tables."""
+        first = self.first_batch_at
+        return None if first is None else first - self.started_at
+
+
+def _tree_rss(root: psutil.Process) -> int:
+    """Sum of RSS over a process and its descendants (pages shared by forks count twice)."""
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for proc in procs:
+        # Python workers come and go between listing and reading; a vanished one adds nothing.
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += proc.memory_info().rss
+    return total
+
+
+class _RssSampler(threading.Thread):
+    """Polls the tree RSS of a process until stopped and keeps the maximum."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.peak = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, _tree_rss(self.root))
+            self._done.wait(RSS_POLL_S)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _pump(stream: Any, log: Path, t0: float) -> None:
+    """Copy the subprocess output to its log; echo progress lines with seconds since start."""
+    with log.open("w") as out:
+        for line in stream:
+            out.write(line)
+            if line.startswith(ECHO_PREFIXES):
+                print(f"  {time.monotonic() - t0:7.1f}s | {line.rstrip()}", flush=True)
+
+
+def _checkpoint_timings(root: Path) -> dict[str, tuple[float, float, int]]:
+    """Per query checkpoint under `root`: first offsets file mtime, last commit mtime, commits.
+
+    Spark writes ``offsets/<id>`` when it plans a batch and ``commits/<id>`` when the batch is
+    done, so these times bracket the streaming work without the process's start-up.
+    """
+    timings: dict[str, tuple[float, float, int]] = {}
+    for offsets in sorted(root.rglob("offsets")):
+        commits = offsets.parent / "commits"
+        planned = [f for f in offsets.iterdir() if f.name.isdigit()]
+        done = [f for f in commits.iterdir() if f.name.isdigit()] if commits.is_dir() else []
+        if not planned or not done:
+            continue
+        first = min(planned, key=lambda f: int(f.name)).stat().st_mtime
+        last = max(f.stat().st_mtime for f in done)
+        name = offsets.parent.relative_to(root).as_posix()
+        timings[root.name if name == "." else name] = (first, last, len(done))
+    return timings
+
+
+def measure(name: str, command: list[str], log: Path, checkpoints: Path) -> Measurement:
+    """Run `command` from the project folder; time it, sample its memory, read its batches."""
+    print(f"\n== {name}: {' '.join(command)}", flush=True)
+    started_at = time.time()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        command,
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    sampler = _RssSampler(proc.pid)
+    sampler.start()
+    pump = threading.Thread(target=_pump, args=(proc.stdout, log, t0), daemon=True)
+    pump.start()
+    exit_code = proc.wait()
+    wall_s = time.monotonic() - t0  # at exit, before the output pump finishes draining
+    sampler.stop()
+    pump.join()
+    lines = log.read_text().splitlines()
+    result = Measurement(
+        name=name,
+        command=command,
+        exit_code=exit_code,
+        started_at=started_at,
+        wall_s=wall_s,
+        peak_rss=sampler.peak,
+        log=log,
+        report=[line for line in lines if line.startswith("query ")],
+        queries=_checkpoint_timings(checkpoints),
+    )
+    if exit_code != 0:
+        print(f"!! {name} exited {exit_code}; last lines of {log}:", flush=True)
+        for line in lines[-20:]:
+            print(f"   {line}")
+    return result
+
+
+# --- input data -------------------------------------------------------------------------------
+
+
+def ensure_data(workdir: Path, events: int, seed: int) -> Path:
+    """The generated folder for (events, seed), generated only if not already complete."""
+    from engine.generators.server_logs import generate_server_logs
+
+    folder = workdir / f"server_logs-n{events}-seed{seed}"
+    # The marker is written after the generator returns, so a half-written folder is redone.
+    marker = folder.with_suffix(".json")
+    if marker.is_file() and folder.is_dir():
+        meta = json.loads(marker.read_text())
+        if meta.get("events") == events and meta.get("seed") == seed:
+            print(f"reusing {folder} ({meta['summary']['files']} files)", flush=True)
+            return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    marker.unlink(missing_ok=True)
+    print(f"generating {events:,} events (seed {seed}) into {folder}", flush=True)
+    t0 = time.monotonic()
+    summary = generate_server_logs(folder, events=events, seed=seed, progress=True)
+    print(f"generated {summary.files} files in {time.monotonic() - t0:.1f} s", flush=True)
+    meta = {"events": events, "seed": seed, "summary": summary.as_dict()}
+    marker.write_text(json.dumps(meta, indent=2) + "\n")
+    return folder
+
+
+def pipeline_max_files() -> int | None:
+    """maxFilesPerTrigger as written in the pipeline's YAML."""
+    from engine.pipeline import Registry
+
+    value = Registry().get(PIPELINE).source.options.get("maxFilesPerTrigger")
+    return None if value is None else int(value)
+
+
+# --- the three runs ---------------------------------------------------------------------------
+
+
+def pipeline_command(data: Path, lake: Path, max_files: int | None) -> list[str]:
+    """The runner's own command; through the shim below only to override maxFilesPerTrigger."""
+    args = ["run", PIPELINE, "--once", "--input", str(data), "--lake", str(lake)]
+    if max_files is None or max_files == pipeline_max_files():
+        return [sys.executable, "runner.py", *args]
+    # The runner has no option for source options, and the YAML is not ours to edit.
+    return [sys.executable, str(Path(__file__).resolve()), "--pipeline-shim", str(max_files), *args]
+
+
+def _pipeline_shim(max_files: int, runner_args: Sequence[str]) -> int:
+    """Run the runner's CLI with the pipeline's maxFilesPerTrigger replaced by `max_files`."""
+    from engine import cli
+    from engine.pipeline import Registry
+
+    load = Registry.get
+
+    def get(self: Registry, name: str) -> Any:
+        p = load(self, name)
+        options = {**p.source.options, "maxFilesPerTrigger": max_files}
+        return dataclasses.replace(p, source=dataclasses.replace(p.source, options=options))
+
+    Registry.get = get  # type: ignore[method-assign]
+    return cli.main(runner_args)
+
+
+def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None) -> int:
+    """Subprocess body: the pipeline's source and parse, then `kind`'s plan into a noop sink."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    from engine.pipeline import Registry
+    from engine.sources import open_source
+    from engine.spark_session import get_spark
+
+    spark = get_spark()
+    spec = Registry().get(PIPELINE).source
+    if max_files is not None:
+        spec = dataclasses.replace(spec, options={**spec.options, "maxFilesPerTrigger": max_files})
+    # The same source code and parsing SQL as the pipeline, so only the rest differs.
+    open_source(spark, spec, path=str(data)).createOrReplaceTempView(spec.view)
+    spark.sql(PARSE_SQL.read_text())
+    df = spark.table("parsed_logs")
+    if kind == "session_window":
+        df = (
+            df.where("reject_reason IS NULL")
+            .withWatermark("event_time", "1 minute")
+            .groupBy("customer_id", F.session_window("event_time", "5 minutes"))
+            .count()
+        )
+
+    class Counter(StreamingQueryListener):
+        """Counts batches and input rows (recentProgress keeps only the last 100)."""
+
+        batches = 0
+        rows = 0
+
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            self.batches += 1
+            self.rows += event.progress.numInputRows
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    counter = Counter()
+    spark.streams.addListener(counter)
+    query = (
+        df.writeStream.queryName(kind)
+        .format("noop")
+        .outputMode("append")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    # Progress events arrive asynchronously after the query ends.
+    time.sleep(1.0)
+    print(f"baseline {kind}: {counter.batches} batches, {counter.rows:,} rows in", flush=True)
+    spark.stop()
+    return 0
+
+
+def baseline_command(kind: str, data: Path, checkpoint: Path, max_files: int | None) -> list[str]:
+    """This file run as a baseline subprocess."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--baseline", kind]
+    command += ["--input", str(data), "--checkpoint", str(checkpoint)]
+    if max_files is not None:
+        command += ["--max-files-per-trigger", str(max_files)]
+    return command
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def _rate(events: int, seconds: float | None) -> float | None:
+    return events / seconds if seconds else None
+
+
+def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
+    """The numbers of a run as plain data (what figures.json holds)."""
+    out: dict[str, Any] = {"events": events, "runs": {}}
+    pipe = runs.get("pipeline")
+    for key, m in runs.items():
+        entry: dict[str, Any] = {
+            "command": m.command,
+            "exit_code": m.exit_code,
+            "wall_s": round(m.wall_s, 3),
+            "events_per_s": _rate(events, m.wall_s),
+            "startup_s": m.startup_s,
+            "streaming_s": m.streaming_s,
+            "streaming_events_per_s": _rate(events, m.streaming_s),
+            "peak_rss_bytes": m.peak_rss,
+            "queries": {
+                q: {"streaming_s": end - start, "batches": n}
+                for q, (start, end, n) in m.queries.items()
+            },
+            "report": m.report,
+            "log": str(m.log),
+        }
+        if pipe is not None and key != "pipeline":
+            # Throughput ratio: how fast the pipeline goes compared with the baseline.
+            entry["pipeline_ratio"] = m.wall_s / pipe.wall_s
+            if m.streaming_s and pipe.streaming_s:
+                entry["pipeline_ratio_streaming"] = m.streaming_s / pipe.streaming_s
+        out["runs"][key] = entry
+    return out
+
+
+LABELS = {"pipeline": "pipeline", "parse": "parse only", "session_window": "native session_window"}
+
+
+def print_figures(data: dict[str, Any], settings: str) -> None:
+    """The figures block: per run, whole-process and from-first-batch figures."""
+
+    def rate(value: float | None) -> str:
+        return f"{value:>9,.0f} events/s" if value else f"{'-':>9} events/s"
+
+    def secs(value: float | None) -> str:
+        return f"{value:6.1f} s" if value is not None else f"{'-':>6} s"
+
+    print(f"\n{'events':<24}{data['events']:>9,}   ({settings})")
+    for key, r in data["runs"].items():
+        ratio = ratio_s = ""
+        if "pipeline_ratio" in r:
+            ratio = f"   pipeline/{key} = {r['pipeline_ratio']:.2f}"
+        if "pipeline_ratio_streaming" in r:
+            ratio_s = f"   pipeline/{key} = {r['pipeline_ratio_streaming']:.2f}"
+        failed = "" if r["exit_code"] == 0 else f"   FAILED (exit {r['exit_code']})"
+        print(
+            f"{LABELS[key]:<24}{secs(r['wall_s'])} {rate(r['events_per_s'])}"
+            f"   peak RSS {r['peak_rss_bytes'] / GIB:.1f} GiB{ratio}{failed}"
+        )
+        print(
+            f"{'  from 1st batch':<24}{secs(r['streaming_s'])} {rate(r['streaming_events_per_s'])}"
+            f"   start-up {secs(r['startup_s']).strip():>7}{ratio_s}"
+        )
+    pipe = data["runs"].get("pipeline")
+    if pipe and pipe["queries"]:
+        queries = pipe["queries"].items()
+        parts = [f"{q} {v['streaming_s']:.1f} s in {v['batches']} batches" for q, v in queries]
+        print(f"{'  pipeline queries':<24}{', '.join(parts)}")
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events to generate")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=PROJECT_DIR / "bench" / "out",
+        help="data, lakes, logs and figures.json (default bench/out/)",
+    )
+    parser.add_argument("--skip-pipeline", action="store_true", help="run only the two baselines")
+    parser.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        help="source maxFilesPerTrigger for all three runs (default: the pipeline's YAML)",
+    )
+    # Internal: the baseline subprocess mode.
+    parser.add_argument("--baseline", choices=BASELINES, help=argparse.SUPPRESS)
+    parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Generate, measure the three runs, print and save the figures; 1 if a run failed."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--pipeline-shim"]:
+        return _pipeline_shim(int(argv[1]), argv[2:])
+    args = _parser().parse_args(argv)
+    if args.baseline:
+        return _run_baseline(args.baseline, args.input, args.checkpoint, args.max_files_per_trigger)
+    if args.events < 1:
+        raise SystemExit("--events must be at least 1")
+
+    workdir = args.workdir.resolve()
+    runs_dir = workdir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    data = ensure_data(workdir, args.events, args.seed)
+    files = sum(1 for f in data.iterdir() if f.name.endswith(".json"))
+    max_files = args.max_files_per_trigger
+    settings = (
+        f"{files} files, seed {args.seed}, maxFilesPerTrigger "
+        f"{max_files if max_files is not None else pipeline_max_files()}, {os.cpu_count()} cores"
+    )
+
+    runs: dict[str, Measurement] = {}
+    if not args.skip_pipeline:
+        lake = runs_dir / "pipeline-lake"
+        shutil.rmtree(lake, ignore_errors=True)
+        command = pipeline_command(data, lake, max_files)
+        runs["pipeline"] = measure(
+            "pipeline", command, runs_dir / "pipeline.log", lake / "_checkpoints"
+        )
+    for kind in BASELINES:
+        checkpoint = runs_dir / f"{kind}-checkpoint"
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        command = baseline_command(kind, data, checkpoint, max_files)
+        runs[kind] = measure(kind, command, runs_dir / f"{kind}.log", checkpoint)
+
+    if "pipeline" in runs:
+        print("\npipeline report:")
+        for line in runs["pipeline"].report:
+            print(f"  {line}")
+    result = figures(args.events, runs)
+    result.update(seed=args.seed, files=files, settings=settings, data=str(data))
+    print_figures(result, settings)
+    (workdir / "figures.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nfigures written to {workdir / 'figures.json'}")
+    return 0 if all(m.exit_code == 0 for m in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""server_logs end to end on local Spark and real Delta tables, one batch per input file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from engine.pipeline import Registry
+from engine.run import RunOptions, RunResult, run_pipeline
+from tests.conftest import PROJECT, read_table
+
+SCENARIO = PROJECT / "tests" / "data" / "server_logs_scenario"
+
+# tests/data/server_logs_scenario, one batch per file:
+# part-1: the seed's scenario (1028_CId), a session split by a gap inside the batch (2_CId),
+# a lone event that later times out (3_CId) and a purchase of a carted product (4_CId).
+# part-2 moves the watermark to 1:29, which times out 2_CId, 3_CId and 4_CId. It also holds
+# two duplicates (one of a line of batch 1, still in the deduplication state) and a bad line.
+# part-3: a line behind the watermark that Spark applies to late rows (the previous batch's).
+
+
+def t(hms: str) -> datetime:
+    h, m, s = (int(x) for x in hms.split(":"))
+    return datetime(2019, 6, 20, h, m, s)
+
+
+@pytest.fixture(scope="module")
+def scenario(spark, tmp_path_factory) -> tuple[Path, RunResult, Path]:
+    root = tmp_path_factory.mktemp("scenario")
+    (root / "in").mkdir()
+    for number in (1, 2, 3):
+        path = root / "in" / f"part-{number}.json"
+        shutil.copy(SCENARIO / path.name, path)
+        # The file source reads files in modification-time order.
+        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+    pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
+    opts = RunOptions(lake=root / "lake", once=True, input_path=str(root / "in"), quiet=True)
+    return root / "lake", run_pipeline(spark, pipeline, opts), root / "in"
+
+
+def sessions(lake: Path) -> list[tuple]:
+    return sorted(
+        (
+            r["customer_id"],
+            r["session_start"].replace(tzinfo=None),
+            r["total_events"],
+            r["logged_in"],
+            r["end_reason"],
+            r["session_end"] and r["session_end"].replace(tzinfo=None),
+        )
+        for r in read_table(lake, "sessions")
+    )
+
+
+def test_seed_scenario_one_session_logged_out(scenario):
+    lake, _, _ = scenario
+    assert [s for s in sessions(lake) if s[0] == "1028_CId"] == [
+        ("1028_CId", t("0:46:01"), 3, False, "logout", t("0:50:02"))
+    ]
+    (cart,) = [c for c in read_table(lake, "carts") if c["customer_id"] == "1028_CId"]
+    assert cart["total_items"] == 3
+    assert cart["total_price"] == 8.0
+    assert [p["product_id"] for p in cart["products"]] == ["116_PId", "117_PId", "119_PId"]
+
+
+def test_gap_splits_sessions_inside_one_batch_and_timeouts_close_them(scenario):
+    lake, _, _ = scenario
+    assert [s for s in sessions(lake) if s[0] in ("2_CId", "3_CId", "5_CId")] == [
+        ("2_CId", t("1:00:00"), 2, False, "timeout", t("1:05:30")),
+        ("2_CId", t("1:10:00"), 1, False, "timeout", t("1:15:00")),
+        ("3_CId", t("1:01:00"), 1, False, "timeout", t("1:06:00")),
+        ("5_CId", t("1:30:00"), 1, True, None, None),
+    ]
+
+
+def test_purchase_removes_cart_line_and_fills_purchases(scenario):
+    lake, _, _ = scenario
+    (cart,) = [c for c in read_table(lake, "carts") if c["customer_id"] == "4_CId"]
+    assert cart["products"] == [{"product_id": "201_PId", "price": 20.0}]
+    assert (cart["total_items"], cart["total_price"]) == (1, 20.0)
+    (purchase,) = read_table(lake, "purchases")
+    assert purchase["customer_id"] == "4_CId"
+    assert (purchase["product_id"], purchase["unit_price"], purchase["quantity"]) == (
+        "200_PId",
+        10.0,
+        2,
+    )
+    assert purchase["amount"] == 20.0
+    assert ("4_CId", t("1:02:00"), 3, False, "timeout", t("1:08:00")) in sessions(lake)
+
+
+def test_events_table_one_row_per_item(scenario):
+    lake, _, _ = scenario
+    events = read_table(lake, "events")
+    assert len(events) == 11
+    purchase = [e for e in events if e["event_type"] == "purchase"]
+    assert [(e["product_id"], e["price"], e["quantity"]) for e in purchase] == [
+        ("200_PId", 10.0, 2)
+    ]
+    logged_out = [e for e in events if e["logged_out"]]
+    assert [(e["customer_id"], e["source"]) for e in logged_out] == [("1028_CId", "LoggedOut")]
+    assert {str(e["event_date"]) for e in events} == {"2019-06-20"}
+
+
+def test_every_input_line_is_accounted_for(scenario):
+    lake, result, folder = scenario
+    (bad,) = read_table(lake, "quarantine")
+    assert bad["reason"] == "malformed JSON"
+    assert bad["source"].endswith("part-2.json")
+    assert bad["raw"].startswith('{"timestamp":"20:06:2019 1:31:0"')
+    totals = result.listener.totals["main"]
+    assert (totals.accepted, totals.duplicates, totals.late) == (11, 2, 1)
+    lines = sum(len(f.read_text().splitlines()) for f in folder.iterdir())
+    assert lines == totals.accepted + totals.duplicates + totals.late + 1
+
+
+def test_rerun_over_the_same_input_adds_nothing(spark, scenario):
+    lake, _, folder = scenario
+    before = {name: read_table(lake, name) for name in ("events", "sessions", "carts")}
+    pipeline = Registry().get("server_logs")
+    run_pipeline(
+        spark, pipeline, RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    )
+    assert {name: read_table(lake, name) for name in before} == before
