@@ -13,7 +13,7 @@ modification times of the query checkpoints' ``offsets/`` and ``commits/`` files
 out JVM start-up, view building and shutdown.
 
 Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--workdir DIR]
-[--skip-pipeline] [--max-files-per-trigger N]``.
+[--skip-pipeline] [--wait-idle SECONDS] [--max-files-per-trigger N]``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class Measurement:
     started_at: float  # Unix time, comparable with file modification times
     wall_s: float
     peak_rss: int
+    tree_cpu_s: float
+    machine_busy_s: float
     log: Path
     report: list[str] = field(default_factory=list)
     # Per query (checkpoint folder): (first batch start, last batch commit, batches).
@@ -87,8 +89,12 @@ class Measurement:
         return None if first is None else first - self.started_at
 
 
-def _tree_rss(root: psutil.Process) -> int:
-    """Sum of RSS over a process and its descendants (pages shared by forks count twice)."""
+def _sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
+    """Sum of RSS over a process and its descendants; records each one's CPU seconds in `cpu`.
+
+    RSS counts pages shared by forked Python workers once per process, so the sum is an upper
+    bound of the memory the tree really holds.
+    """
     try:
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
@@ -96,24 +102,72 @@ def _tree_rss(root: psutil.Process) -> int:
     total = 0
     for proc in procs:
         # Python workers come and go between listing and reading; a vanished one adds nothing.
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied), proc.oneshot():
             total += proc.memory_info().rss
+            times = proc.cpu_times()
+            cpu[proc.pid] = times.user + times.system
     return total
 
 
-class _RssSampler(threading.Thread):
-    """Polls the tree RSS of a process until stopped and keeps the maximum."""
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot."""
+    times = psutil.cpu_times()
+    # Steal is time the hypervisor gave to other VMs: not work on this machine.
+    return (
+        times.user
+        + times.system
+        + getattr(times, "nice", 0.0)
+        + getattr(times, "irq", 0.0)
+        + getattr(times, "softirq", 0.0)
+    )
+
+
+def wait_until_quiet(max_wait_s: float, cores: float = 0.5, window_s: float = 2.0) -> float:
+    """Wait up to `max_wait_s` until the machine uses under `cores` cores; returns the last load.
+
+    Other people's jobs on the same 2 cores would be measured as slowness of ours.
+    """
+    deadline = time.monotonic() + max_wait_s
+    told = False
+    while True:
+        before = _busy_seconds()
+        time.sleep(window_s)
+        load = (_busy_seconds() - before) / window_s
+        if load < cores or time.monotonic() >= deadline:
+            if told or load >= cores:
+                print(f"machine load {load:.1f} cores; starting", flush=True)
+            return load
+        if not told:
+            print(f"machine busy ({load:.1f} cores in use); waiting up to {max_wait_s:.0f} s")
+            told = True
+
+
+class _TreeSampler(threading.Thread):
+    """Polls a process tree until stopped: peak summed RSS and CPU seconds per process.
+
+    The machine's busy seconds over the same span tell whether other work (another engineer's
+    Spark job, say) competed for the cores during the measurement.
+    """
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.peak = 0
+        self.cpu: dict[int, float] = {}
+        self.machine_busy = 0.0
         self._done = threading.Event()
 
     def run(self) -> None:
+        busy0 = _busy_seconds()
         while not self._done.is_set():
-            self.peak = max(self.peak, _tree_rss(self.root))
+            self.peak = max(self.peak, _sample_tree(self.root, self.cpu))
             self._done.wait(RSS_POLL_S)
+        self.machine_busy = _busy_seconds() - busy0
+
+    @property
+    def tree_cpu(self) -> float:
+        """CPU seconds of the tree (a process's last 0.2 s before it exits may be missed)."""
+        return sum(self.cpu.values())
 
     def stop(self) -> None:
         self._done.set()
@@ -149,9 +203,13 @@ def _checkpoint_timings(root: Path) -> dict[str, tuple[float, float, int]]:
     return timings
 
 
-def measure(name: str, command: list[str], log: Path, checkpoints: Path) -> Measurement:
+def measure(
+    name: str, command: list[str], log: Path, checkpoints: Path, *, wait_idle_s: float = 0.0
+) -> Measurement:
     """Run `command` from the project folder; time it, sample its memory, read its batches."""
     print(f"\n== {name}: {' '.join(command)}", flush=True)
+    if wait_idle_s > 0:
+        wait_until_quiet(wait_idle_s)
     started_at = time.time()
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -162,7 +220,7 @@ def measure(name: str, command: list[str], log: Path, checkpoints: Path) -> Meas
         text=True,
         bufsize=1,
     )
-    sampler = _RssSampler(proc.pid)
+    sampler = _TreeSampler(proc.pid)
     sampler.start()
     pump = threading.Thread(target=_pump, args=(proc.stdout, log, t0), daemon=True)
     pump.start()
@@ -178,6 +236,8 @@ def measure(name: str, command: list[str], log: Path, checkpoints: Path) -> Meas
         started_at=started_at,
         wall_s=wall_s,
         peak_rss=sampler.peak,
+        tree_cpu_s=sampler.tree_cpu,
+        machine_busy_s=sampler.machine_busy,
         log=log,
         report=[line for line in lines if line.startswith("query ")],
         queries=_checkpoint_timings(checkpoints),
@@ -261,6 +321,7 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
     from engine.spark_session import get_spark
 
     spark = get_spark()
+    print(f"baseline {kind}: Spark session ready", flush=True)
     spec = Registry().get(PIPELINE).source
     if max_files is not None:
         spec = dataclasses.replace(spec, options={**spec.options, "maxFilesPerTrigger": max_files})
@@ -305,6 +366,7 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
         .trigger(availableNow=True)
         .start()
     )
+    print(f"baseline {kind}: query started", flush=True)
     query.awaitTermination()
     # Progress events arrive asynchronously after the query ends.
     time.sleep(1.0)
@@ -343,6 +405,9 @@ def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
             "streaming_s": m.streaming_s,
             "streaming_events_per_s": _rate(events, m.streaming_s),
             "peak_rss_bytes": m.peak_rss,
+            "tree_cpu_s": round(m.tree_cpu_s, 1),
+            # Busy CPU seconds on the machine outside the measured tree: competing work.
+            "other_cpu_s": round(max(0.0, m.machine_busy_s - m.tree_cpu_s), 1),
             "queries": {
                 q: {"streaming_s": end - start, "batches": n}
                 for q, (start, end, n) in m.queries.items()
@@ -385,7 +450,8 @@ def print_figures(data: dict[str, Any], settings: str) -> None:
         )
         print(
             f"{'  from 1st batch':<24}{secs(r['streaming_s'])} {rate(r['streaming_events_per_s'])}"
-            f"   start-up {secs(r['startup_s']).strip():>7}{ratio_s}"
+            f"   start-up {secs(r['startup_s']).strip():>7}"
+            f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
         )
     pipe = data["runs"].get("pipeline")
     if pipe and pipe["queries"]:
@@ -408,6 +474,14 @@ def _parser() -> argparse.ArgumentParser:
         help="data, lakes, logs and figures.json (default bench/out/)",
     )
     parser.add_argument("--skip-pipeline", action="store_true", help="run only the two baselines")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="before each run, wait up to this long for other work on the machine to end "
+        "(default 60; 0 to not wait)",
+    )
     parser.add_argument(
         "--max-files-per-trigger",
         type=int,
@@ -448,13 +522,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(lake, ignore_errors=True)
         command = pipeline_command(data, lake, max_files)
         runs["pipeline"] = measure(
-            "pipeline", command, runs_dir / "pipeline.log", lake / "_checkpoints"
+            "pipeline",
+            command,
+            runs_dir / "pipeline.log",
+            lake / "_checkpoints",
+            wait_idle_s=args.wait_idle,
         )
     for kind in BASELINES:
         checkpoint = runs_dir / f"{kind}-checkpoint"
         shutil.rmtree(checkpoint, ignore_errors=True)
         command = baseline_command(kind, data, checkpoint, max_files)
-        runs[kind] = measure(kind, command, runs_dir / f"{kind}.log", checkpoint)
+        runs[kind] = measure(
+            kind, command, runs_dir / f"{kind}.log", checkpoint, wait_idle_s=args.wait_idle
+        )
 
     if "pipeline" in runs:
         print("\npipeline report:")

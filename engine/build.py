@@ -1,31 +1,44 @@
-"""Builds a pipeline's graph in Spark: source view, SQL steps and handlers as streaming views."""
+"""A pipeline's graph: planned without Spark (so user errors surface before the JVM starts),
+then built in Spark as streaming views: source view, SQL steps and handlers."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from engine.errors import UserError
 from engine.handler_adapter import apply_handler
 from engine.pipeline import HandlerSpec, Pipeline
 from engine.sources import open_source
 from engine.sqlgraph import SqlError, SqlStep, load_steps, order_steps
+from engine.tables import TableDef, load_tables
 from handlers.base import StateHandler
 
-__all__ = ["build_views", "load_handler", "spark_error_line"]
+__all__ = ["Plan", "build_views", "plan_pipeline", "spark_error_line"]
 
 
 def spark_error_line(err: Exception) -> str:
     """The first meaningful line of a Spark error, without the JVM stack trace."""
-    text = str(getattr(err, "getMessage", lambda: "")() or err)
-    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    text = str(getattr(err, "getMessage", lambda: "")() or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
-def load_handler(spec: HandlerSpec, pipeline: Pipeline) -> StateHandler:
-    """Import and configure a handler class named `module:Class` in the pipeline spec."""
+@dataclass(frozen=True)
+class Plan:
+    """A checked pipeline: its SQL steps, handlers and tables, and the order to build views."""
+
+    pipeline: Pipeline
+    steps: Mapping[str, SqlStep]
+    handlers: Mapping[str, tuple[HandlerSpec, StateHandler]]
+    tables: Mapping[str, TableDef]
+    order: tuple[str, ...]
+
+
+def _load_handler(spec: HandlerSpec, pipeline: Pipeline) -> StateHandler:
     module_name, _, class_name = spec.class_path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
@@ -34,11 +47,47 @@ def load_handler(spec: HandlerSpec, pipeline: Pipeline) -> StateHandler:
             f"{pipeline.path}: handler {spec.name}: cannot load {spec.class_path} ({err})"
         ) from None
     handler = cls(pipeline.settings)
-    try:  # settings are read lazily; check them before Spark starts any work
+    try:  # settings are read lazily; check them now
         _ = handler.timeout_mode, handler.timeout
     except ValueError as err:
         raise UserError(f"{pipeline.path}: handler {spec.name}: {err}") from None
     return handler
+
+
+def _check_sinks(pipeline: Pipeline, tables: Mapping[str, TableDef], views: set[str]) -> None:
+    for query in pipeline.queries:
+        where = f"{pipeline.path}: query {query.name}"
+        for table, view in query.sinks.items():
+            if table not in tables:
+                raise UserError(f"{where}: unknown table '{table}' (tables/{table}.sql)")
+            if view not in views:
+                raise UserError(f"{where}: table {table} reads unknown view '{view}'")
+
+
+def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
+    """Parse and order the SQL, load handlers and tables; every problem is a UserError."""
+    try:
+        steps = {s.name: s for s in load_steps(pipeline.sql_dir)}
+        order = order_steps(
+            list(steps.values()),
+            provided=[pipeline.source.view],
+            extra={h.name: [h.input] for h in pipeline.handlers},
+        )
+    except SqlError as err:
+        raise UserError(str(err)) from None
+    handlers = {h.name: (h, _load_handler(h, pipeline)) for h in pipeline.handlers}
+    if once:
+        for name, (_, handler) in handlers.items():
+            # Spark keeps planning batches while processing-time timers are pending, so an
+            # AvailableNow run would never end (docs/decisions.md).
+            if handler.timeout_mode == "processing_time":
+                raise UserError(
+                    f"--once: handler {name} uses processing-time timeouts, which only a "
+                    "continuous run fires; run without --once or use event-time timeouts"
+                )
+    tables = load_tables()
+    _check_sinks(pipeline, tables, set(order))
+    return Plan(pipeline, steps, handlers, tables, tuple(order))
 
 
 def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -> None:
@@ -50,52 +99,23 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
             df = spark.sql(query).dropDuplicates(step.distinct_columns())
             df.createOrReplaceTempView(step.name)
         elif watermark_delay and step.watermarks:
-            spark.sql(step.query_sql(watermark_delay=watermark_delay)).createOrReplaceTempView(
-                step.name
-            )
+            query = step.query_sql(watermark_delay=watermark_delay)
+            spark.sql(query).createOrReplaceTempView(step.name)
         else:
             spark.sql(step.sql)
-    except PySparkException as err:
+    except (PySparkException, SqlError) as err:
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None
 
 
-def build_views(
-    spark: SparkSession, pipeline: Pipeline, *, input_path: str | None = None
-) -> dict[str, DataFrame]:
-    """Register every view of the pipeline; returns the views its queries write, by name."""
-    try:
-        steps = {s.name: s for s in load_steps(pipeline.sql_dir)}
-        handlers = {h.name: h for h in pipeline.handlers}
-        order = order_steps(
-            list(steps.values()),
-            provided=[pipeline.source.view],
-            extra={h.name: [h.input] for h in handlers.values()},
-        )
-    except SqlError as err:
-        raise UserError(str(err)) from None
-    open_source(spark, pipeline.source, path=input_path).createOrReplaceTempView(
-        pipeline.source.view
-    )
+def build_views(spark: SparkSession, plan: Plan, *, input_path: str | None = None) -> None:
+    """Register the source and every view of the plan as streaming temp views, in order."""
+    pipeline = plan.pipeline
+    source = open_source(spark, pipeline.source, path=input_path)
+    source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
-    for name in order:
-        if name in steps:
-            _sql_view(spark, steps[name], delay)
+    for name in plan.order:
+        if name in plan.steps:
+            _sql_view(spark, plan.steps[name], delay)
         else:
-            spec = handlers[name]
-            apply_handler(
-                spark.table(spec.input), load_handler(spec, pipeline)
-            ).createOrReplaceTempView(name)
-    return _sink_views(spark, pipeline, set(order))
-
-
-def _sink_views(
-    spark: SparkSession, pipeline: Pipeline, known: set[str]
-) -> Mapping[str, DataFrame]:
-    views = {}
-    for query in pipeline.queries:
-        for table, view in query.sinks.items():
-            if view not in known:
-                where = f"{pipeline.path}: query {query.name}"
-                raise UserError(f"{where}: table {table} reads unknown view '{view}'")
-            views[view] = spark.table(view)
-    return views
+            spec, handler = plan.handlers[name]
+            apply_handler(spark.table(spec.input), handler).createOrReplaceTempView(name)

@@ -32,6 +32,10 @@ def _registry(args: argparse.Namespace) -> Registry:
     return Registry(Path(args.pipelines)) if args.pipelines else Registry()
 
 
+def _log_file(lake: Path) -> Path:
+    return lake / "_logs" / "spark.log"
+
+
 def _cmd_pipelines(args: argparse.Namespace) -> int:
     registry = _registry(args)
     for name in registry.names():
@@ -43,6 +47,7 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from engine.build import plan_pipeline
     from engine.run import RunOptions, run_pipeline, stop_on_signals
     from engine.spark_session import get_spark
 
@@ -56,7 +61,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if args.input and not Path(args.input).is_dir():
         raise UserError(f"--input: input folder not found: {args.input}")
-    spark = get_spark(spark_conf)
+    plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
     result = run_pipeline(spark, pipeline, opts, stop=stop_on_signals())
     result.report(sys.stdout)
     return 0
@@ -68,7 +74,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     lake = Path(args.lake).resolve()
     lake_tables(lake)  # a missing lake is reported before Spark starts
-    spark = get_spark({"spark.sql.shuffle.partitions": "2"})
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    spark = get_spark(conf, log_file=None if args.debug else _log_file(lake))
     print_rows(run_query(spark, args.sql, lake), args.format)
     return 0
 

@@ -15,12 +15,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.batch_writer import MultiTableWriter, tag_views
-from engine.build import build_views, spark_error_line
-from engine.errors import UserError
+from engine.build import Plan, build_views, plan_pipeline, spark_error_line
 from engine.pipeline import Pipeline, QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
-from engine.tables import TableDef, load_tables
 
 __all__ = ["RunOptions", "RunResult", "run_pipeline", "stop_on_signals"]
 
@@ -72,15 +70,9 @@ def _trigger(spec: QuerySpec, once: bool) -> dict[str, object]:
 
 
 def _start(
-    spark: SparkSession,
-    pipeline: Pipeline,
-    spec: QuerySpec,
-    tables: Mapping[str, TableDef],
-    opts: RunOptions,
+    spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions
 ) -> tuple[StreamingQuery, MultiTableWriter]:
-    for table in spec.sinks:
-        if table not in tables:
-            raise UserError(f"{pipeline.path}: query {spec.name}: unknown table '{table}'")
+    pipeline, tables = plan.pipeline, plan.tables
     views = [(tables[t], v, spark.table(v)) for t, v in spec.sinks.items()]
     checkpoint = opts.checkpoint_root / pipeline.name / spec.name
     sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
@@ -134,17 +126,15 @@ def run_pipeline(
 ) -> RunResult:
     """Run until done (`once`) or until `stop` is set; returns what was written."""
     stop = stop or threading.Event()
-    tables = load_tables()
-    build_views(spark, pipeline, input_path=opts.input_path)
+    plan = plan_pipeline(pipeline, once=opts.once)
+    build_views(spark, plan, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
     spark.streams.addListener(listener)
     result = RunResult(listener=listener)
     queries: dict[str, StreamingQuery] = {}
     try:
         for spec in pipeline.queries:
-            queries[spec.name], result.writers[spec.name] = _start(
-                spark, pipeline, spec, tables, opts
-            )
+            queries[spec.name], result.writers[spec.name] = _start(spark, plan, spec, opts)
         # --once ends when every query has drained its input; a run ends when any query fails.
         done = all if opts.once else any
         while not stop.is_set() and not done(not q.isActive for q in queries.values()):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_CONF", "get_spark"]
@@ -30,8 +34,32 @@ DEFAULT_CONF: Mapping[str, str] = {
 }
 
 
-def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
-    """Get or create the session; `conf` adds to and overrides DEFAULT_CONF."""
+@contextmanager
+def _stderr_to(log_file: Path | None) -> Iterator[None]:
+    # The JVM and the Python workers it spawns inherit file descriptor 2 at launch: pointing it
+    # at a log file while Spark starts keeps their logs out of the user's terminal for good.
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    target = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def get_spark(
+    conf: Mapping[str, str] | None = None, *, log_file: Path | None = None
+) -> SparkSession:
+    """Get or create the session; `conf` adds to and overrides DEFAULT_CONF.
+
+    With `log_file`, Spark's own output (JVM and Python workers) goes there, not to stderr.
+    """
     # Python workers must run this interpreter so they import the project and its packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -45,6 +73,13 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
         settings.pop("spark.master", None)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with _stderr_to(log_file):
+        spark = builder.getOrCreate()
+    if log_file is not None:
+        # pyspark logs each SQL error as a JSON record on stderr before raising it; the CLI
+        # prints the error itself, in one line.
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
