@@ -64,6 +64,42 @@ def _check_sinks(pipeline: Pipeline, tables: Mapping[str, TableDef], views: set[
                 raise UserError(f"{where}: table {table} reads unknown view '{view}'")
 
 
+def _stateful_ancestors(
+    view: str, steps: Mapping[str, SqlStep], handlers: Mapping[str, HandlerSpec]
+) -> set[str]:
+    """The deduplicating steps and handlers a view depends on, itself included."""
+    found: set[str] = set()
+    todo = [view]
+    while todo:
+        name = todo.pop()
+        if name in handlers:
+            found.add(name)
+            todo.append(handlers[name].input)
+        elif name in steps:
+            if steps[name].distinct:
+                found.add(name)
+            todo.extend(steps[name].references)
+    return found
+
+
+def _check_one_state_per_query(
+    pipeline: Pipeline, steps: Mapping[str, SqlStep], handlers: Mapping[str, HandlerSpec]
+) -> None:
+    # Two tables of one query that read the same stateful step would each get a copy of it in
+    # the query's plan: state kept twice, and Spark does not treat the copies alike (seen:
+    # one copy dropping a late row the other kept). See docs/decisions.md.
+    for query in pipeline.queries:
+        owner: dict[str, str] = {}
+        for table, view in query.sinks.items():
+            for name in sorted(_stateful_ancestors(view, steps, handlers)):
+                if name in owner:
+                    raise UserError(
+                        f"{pipeline.path}: query {query.name}: tables {owner[name]} and {table} "
+                        f"both depend on stateful step '{name}'; write them from separate queries"
+                    )
+                owner[name] = table
+
+
 def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
     """Parse and order the SQL, load handlers and tables; every problem is a UserError."""
     try:
@@ -87,6 +123,7 @@ def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
                 )
     tables = load_tables()
     _check_sinks(pipeline, tables, set(order))
+    _check_one_state_per_query(pipeline, steps, {h.name: h for h in pipeline.handlers})
     return Plan(pipeline, steps, handlers, tables, tuple(order))
 
 

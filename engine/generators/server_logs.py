@@ -387,6 +387,8 @@ class _Output:
         # File times start a day back, one second apart, so they are distinct and in the past.
         self._started_ns = time.time_ns() - 86_400 * 1_000_000_000
         self._newest = -1
+        # Newest event time written up to the end of each file.
+        self._newest_by_file: list[int] = []
 
     def add(self, text: str, t: int | None, kind: str) -> None:
         """Append one line; ``t`` is its event time or None if the line has none."""
@@ -423,10 +425,16 @@ class _Output:
         )
 
     def _release_late(self) -> None:
+        # A streaming reader taking one file per batch drops rows behind the watermark of the
+        # batch before last (Spark's rule for late rows), so only times written two files back
+        # count: an event released here is late for that reader, not just older.
+        if len(self._newest_by_file) < 2:
+            return
+        newest = self._newest_by_file[-2]
         due: list[str] = []
         kept: list[tuple[int, str]] = []
         for release_at, text in self._held:
-            if release_at <= self._newest and len(due) < self._late_room:
+            if release_at <= newest and len(due) < self._late_room:
                 due.append(text)
             else:
                 kept.append((release_at, text))
@@ -446,6 +454,7 @@ class _Output:
         stamp = self._started_ns + self._files * 1_000_000_000
         os.utime(partial, ns=(stamp, stamp))
         os.replace(partial, final)
+        self._newest_by_file.append(self._newest)
         self._files += 1
         self._buffer = []
         self._report()

@@ -1,0 +1,121 @@
+"""The command line as a user meets it: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT
+
+
+def runner(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "runner.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr and "\tat " not in result.stderr
+    return lines[0]
+
+
+def test_pipelines_lists_tables():
+    result = runner("pipelines")
+    assert result.returncode == 0
+    assert "server_logs" in result.stdout
+    assert "query main: events, quarantine" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "nope"), "unknown pipeline 'nope' (pipelines: server_logs)"),
+        (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
+        (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
+        (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
+        (
+            ("run", "server_logs", "--once", "--conf", "session_timeout_mode=processing_time"),
+            "--once: handler session_updates uses processing-time timeouts",
+        ),
+        (("query", "SELECT 1", "--lake", "/no/such/lake"), "--lake: no lake at /no/such/lake"),
+        (("generate", "nope", "--out", "x"), "no generator for pipeline 'nope'"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(args, message):
+    result = runner(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in one_error_line(result)
+
+
+def copy_project(tmp_path: Path) -> Path:
+    for folder in ("pipelines", "sql"):
+        shutil.copytree(PROJECT / folder, tmp_path / folder)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        # Caught by sqlglot before Spark starts.
+        ("CREATE OR REPLACE TEMP VIEW purchases AS SELECT FROM WHERE", "purchases.sql:1:"),
+        ("CREATE OR REPLACE TEMP VIEW purchases AS SELECT * FROM nowhere", "unknown view"),
+        # Caught by Spark's analyzer.
+        (
+            "CREATE OR REPLACE TEMP VIEW purchases AS SELECT no_such_column FROM events",
+            "UNRESOLVED_COLUMN",
+        ),
+    ],
+)
+def test_bad_sql_in_a_step_names_the_file(tmp_path, sql, message):
+    project = copy_project(tmp_path)
+    (project / "sql" / "server_logs" / "purchases.sql").write_text(sql)
+    result = runner(
+        "--pipelines",
+        str(project / "pipelines"),
+        "run",
+        "server_logs",
+        "--once",
+        "--lake",
+        str(tmp_path / "lake"),
+    )
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result)
+    assert str(project / "sql" / "server_logs" / "purchases.sql") in line
+    assert message in line
+
+
+def test_query_json_and_unknown_table(tmp_path):
+    lake = tmp_path / "lake"
+    run = runner("run", "server_logs", "--once", "--lake", str(lake))
+    assert run.returncode == 0, run.stderr
+    assert "input lines 3 = 3 events + 0 quarantined" in run.stdout
+    result = runner(
+        "query",
+        "SELECT customer_id, total_items, total_price FROM carts",
+        "--lake",
+        str(lake),
+        "--format",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        {"customer_id": "1028_CId", "total_items": 3, "total_price": 7.0}
+    ]
+    missing = runner("query", "SELECT * FROM nope", "--lake", str(lake))
+    assert missing.returncode == 2
+    assert "unknown table 'nope'" in one_error_line(missing)
+    write = runner("query", "DROP TABLE carts", "--lake", str(lake))
+    assert write.returncode == 2
+    assert "read-only" in one_error_line(write)

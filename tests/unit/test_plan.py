@@ -1,0 +1,48 @@
+"""Planning a pipeline without Spark: order, handlers, tables, and the checks on queries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from engine.build import plan_pipeline
+from engine.errors import UserError
+from engine.pipeline import QuerySpec, Registry
+
+
+@pytest.fixture
+def pipeline():
+    return Registry().get("server_logs")
+
+
+def test_server_logs_plan(pipeline):
+    plan = plan_pipeline(pipeline)
+    order = list(plan.order)
+    assert order.index("parsed_logs") < order.index("log_lines") < order.index("events")
+    assert order.index("cart_changes") < order.index("cart_updates")
+    assert set(plan.handlers) == {"session_updates", "cart_updates"}
+    assert plan.steps["log_lines"].distinct
+
+
+@pytest.mark.parametrize(
+    ("sinks", "message"),
+    [
+        ({"events": "events", "purchases": "purchases"}, "stateful step 'log_lines'"),
+        ({"sessions": "session_updates", "carts": "cart_updates"}, "stateful step 'log_lines'"),
+        ({"nope": "events"}, "unknown table 'nope'"),
+        ({"events": "no_view"}, "reads unknown view 'no_view'"),
+    ],
+)
+def test_bad_queries_are_refused(pipeline, sinks, message):
+    bad = replace(pipeline, queries=(QuerySpec("main", sinks),))
+    with pytest.raises(UserError, match=message):
+        plan_pipeline(bad)
+
+
+def test_settings_are_checked(pipeline):
+    with pytest.raises(UserError, match="--conf nope"):
+        pipeline.with_settings({"nope": "1"})
+    p = pipeline.with_settings({"source.maxFilesPerTrigger": "1", "session_timeout": "1 minute"})
+    assert p.source.options["maxFilesPerTrigger"] == "1"
+    assert plan_pipeline(p).handlers["session_updates"][1].gap.total_seconds() == 60
