@@ -53,6 +53,15 @@ ECHO_PREFIXES = ("[", "query ", "baseline ", "error", "Traceback")
 # --- measuring a subprocess -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class QueryTimes:
+    """One streaming query, from its checkpoint: first batch start, last commit, each batch."""
+
+    start: float  # Unix time
+    end: float
+    batch_s: list[float]
+
+
 @dataclass
 class Measurement:
     """One timed subprocess: wall clock, peak tree RSS and its batch timings."""
@@ -67,20 +76,21 @@ class Measurement:
     machine_busy_s: float
     log: Path
     report: list[str] = field(default_factory=list)
-    # Per query (checkpoint folder): (first batch start, last batch commit, batches).
-    queries: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    queries: dict[str, QueryTimes] = field(default_factory=dict)  # by checkpoint folder
 
     @property
     def first_batch_at(self) -> float | None:
         """Unix time the earliest query planned its first batch."""
-        return min((q[0] for q in self.queries.values()), default=None)
+        return min((q.start for q in self.queries.values()), default=None)
 
     @property
     def streaming_s(self) -> float | None:
         """First batch start to last batch commit, over all queries."""
         if not self.queries:
             return None
-        return max(q[1] for q in self.queries.values()) - min(q[0] for q in self.queries.values())
+        return max(q.end for q in self.queries.values()) - min(
+            q.start for q in self.queries.values()
+        )
 
     @property
     def startup_s(self) -> float | None:
@@ -183,23 +193,30 @@ def _pump(stream: Any, log: Path, t0: float) -> None:
                 print(f"  {time.monotonic() - t0:7.1f}s | {line.rstrip()}", flush=True)
 
 
-def _checkpoint_timings(root: Path) -> dict[str, tuple[float, float, int]]:
-    """Per query checkpoint under `root`: first offsets file mtime, last commit mtime, commits.
+def _checkpoint_timings(root: Path) -> dict[str, QueryTimes]:
+    """Batch times of every query checkpoint under `root`, from file modification times.
 
     Spark writes ``offsets/<id>`` when it plans a batch and ``commits/<id>`` when the batch is
     done, so these times bracket the streaming work without the process's start-up.
     """
-    timings: dict[str, tuple[float, float, int]] = {}
+    timings: dict[str, QueryTimes] = {}
     for offsets in sorted(root.rglob("offsets")):
         commits = offsets.parent / "commits"
-        planned = [f for f in offsets.iterdir() if f.name.isdigit()]
-        done = [f for f in commits.iterdir() if f.name.isdigit()] if commits.is_dir() else []
-        if not planned or not done:
+        planned = {int(f.name): f.stat().st_mtime for f in offsets.iterdir() if f.name.isdigit()}
+        done = {
+            int(f.name): f.stat().st_mtime
+            for f in (commits.iterdir() if commits.is_dir() else [])
+            if f.name.isdigit()
+        }
+        batches = sorted(set(planned) & set(done))
+        if not batches:
             continue
-        first = min(planned, key=lambda f: int(f.name)).stat().st_mtime
-        last = max(f.stat().st_mtime for f in done)
         name = offsets.parent.relative_to(root).as_posix()
-        timings[root.name if name == "." else name] = (first, last, len(done))
+        timings[root.name if name == "." else name] = QueryTimes(
+            start=planned[batches[0]],
+            end=max(done.values()),
+            batch_s=[done[b] - planned[b] for b in batches],
+        )
     return timings
 
 
@@ -409,8 +426,8 @@ def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
             # Busy CPU seconds on the machine outside the measured tree: competing work.
             "other_cpu_s": round(max(0.0, m.machine_busy_s - m.tree_cpu_s), 1),
             "queries": {
-                q: {"streaming_s": end - start, "batches": n}
-                for q, (start, end, n) in m.queries.items()
+                q: {"streaming_s": t.end - t.start, "batch_s": t.batch_s}
+                for q, t in m.queries.items()
             },
             "report": m.report,
             "log": str(m.log),
@@ -454,10 +471,11 @@ def print_figures(data: dict[str, Any], settings: str) -> None:
             f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
         )
     pipe = data["runs"].get("pipeline")
-    if pipe and pipe["queries"]:
-        queries = pipe["queries"].items()
-        parts = [f"{q} {v['streaming_s']:.1f} s in {v['batches']} batches" for q, v in queries]
-        print(f"{'  pipeline queries':<24}{', '.join(parts)}")
+    # The pipeline's queries run side by side, each reading the input itself.
+    for query, v in (pipe["queries"] if pipe else {}).items():
+        batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
+        label = f"  query {query.rsplit('/', 1)[-1]}"
+        print(f"{label:<24}{secs(v['streaming_s'])}   batches: {batches} s")
 
 
 # --- command line -----------------------------------------------------------------------------
