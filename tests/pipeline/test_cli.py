@@ -100,7 +100,8 @@ def test_query_json_and_unknown_table(tmp_path):
     lake = tmp_path / "lake"
     run = runner("run", "server_logs", "--once", "--lake", str(lake))
     assert run.returncode == 0, run.stderr
-    assert "input lines 3 = 3 events + 0 quarantined" in run.stdout
+    # The bundled sample: data/server_logs (see data/README.md).
+    assert "input lines 8 = 7 events + 1 quarantined" in run.stdout
     result = runner(
         "query",
         "SELECT customer_id, total_items, total_price FROM carts",
@@ -110,8 +111,23 @@ def test_query_json_and_unknown_table(tmp_path):
         "json",
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == [
-        {"customer_id": "1028_CId", "total_items": 3, "total_price": 7.0}
+    assert sorted(json.loads(result.stdout), key=lambda r: r["customer_id"]) == [
+        {"customer_id": "1020_CId", "total_items": 1, "total_price": 956.0},
+        {"customer_id": "1028_CId", "total_items": 2, "total_price": 6.0},
+    ]
+    sessions = runner(
+        "query",
+        "SELECT customer_id, total_events, end_reason FROM sessions ORDER BY 1",
+        "--lake",
+        str(lake),
+        "--format",
+        "csv",
+    )
+    assert sessions.stdout.splitlines() == [
+        "customer_id,total_events,end_reason",
+        "1010_CId,1,",
+        "1020_CId,2,logout",
+        "1028_CId,4,timeout",
     ]
     missing = runner("query", "SELECT * FROM nope", "--lake", str(lake))
     assert missing.returncode == 2
