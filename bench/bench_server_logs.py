@@ -304,28 +304,11 @@ def pipeline_max_files() -> int | None:
 
 
 def pipeline_command(data: Path, lake: Path, max_files: int | None) -> list[str]:
-    """The runner's own command; through the shim below only to override maxFilesPerTrigger."""
+    """The runner's own command, as a user would type it."""
     args = ["run", PIPELINE, "--once", "--input", str(data), "--lake", str(lake)]
-    if max_files is None or max_files == pipeline_max_files():
-        return [sys.executable, "runner.py", *args]
-    # The runner has no option for source options, and the YAML is not ours to edit.
-    return [sys.executable, str(Path(__file__).resolve()), "--pipeline-shim", str(max_files), *args]
-
-
-def _pipeline_shim(max_files: int, runner_args: Sequence[str]) -> int:
-    """Run the runner's CLI with the pipeline's maxFilesPerTrigger replaced by `max_files`."""
-    from engine import cli
-    from engine.pipeline import Registry
-
-    load = Registry.get
-
-    def get(self: Registry, name: str) -> Any:
-        p = load(self, name)
-        options = {**p.source.options, "maxFilesPerTrigger": max_files}
-        return dataclasses.replace(p, source=dataclasses.replace(p.source, options=options))
-
-    Registry.get = get  # type: ignore[method-assign]
-    return cli.main(runner_args)
+    if max_files is not None:
+        args += ["--conf", f"source.maxFilesPerTrigger={max_files}"]
+    return [sys.executable, "runner.py", *args]
 
 
 def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None) -> int:
@@ -515,8 +498,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate, measure the three runs, print and save the figures; 1 if a run failed."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--pipeline-shim"]:
-        return _pipeline_shim(int(argv[1]), argv[2:])
     args = _parser().parse_args(argv)
     if args.baseline:
         return _run_baseline(args.baseline, args.input, args.checkpoint, args.max_files_per_trigger)

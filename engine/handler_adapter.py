@@ -22,7 +22,8 @@ _TIMEOUTS = {
 
 
 def _events(handler: StateHandler, frames: Iterator[pd.DataFrame]) -> list[dict[str, Any]]:
-    batch = pd.concat(list(frames), ignore_index=True)
+    chunks = list(frames)
+    batch = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
     if handler.order_by:
         batch = batch.sort_values(list(handler.order_by), kind="stable")
     return batch.to_dict("records")
@@ -56,7 +57,9 @@ def apply_handler(df: DataFrame, handler: StateHandler) -> DataFrame:
         if step.outputs:
             yield pd.DataFrame(list(step.outputs), columns=columns)
 
-    return df.groupBy(*handler.key).applyInPandasWithState(
+    # Only the columns the handler reads cross to Python: Arrow conversion is most of the cost.
+    narrow = df.select(*handler.key, *handler.columns)
+    return narrow.groupBy(*handler.key).applyInPandasWithState(
         run,
         outputStructType=handler.output_schema,
         stateStructType=handler.state_schema,

@@ -79,6 +79,8 @@ class StateHandler(Generic[StateT]):
 
     #: Grouping columns of the input view; one state per distinct key.
     key: ClassVar[tuple[str, ...]]
+    #: Input columns the rules read, besides the key; only these are sent to Python.
+    columns: ClassVar[tuple[str, ...]]
     #: Events of a key within a batch are applied in this column order.
     order_by: ClassVar[tuple[str, ...]] = ()
     #: The state dataclass; its fields, in order, match `state_schema`.

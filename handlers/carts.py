@@ -25,6 +25,7 @@ class CartHandler(StateHandler[CartState]):
     """Keeps each cart across logouts and session timeouts; `cart_ttl` optionally empties it."""
 
     key = ("customer_id",)
+    columns = ("event_time", "event_type", "product_id", "price")
     order_by = ("event_time",)
     state_type = CartState
     # Lines are stored as JSON text: pyspark 4.3's applyInPandasWithState fails to read array

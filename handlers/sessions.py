@@ -25,6 +25,7 @@ class SessionHandler(StateHandler[SessionState]):
     """One open session per customer; LoggedOut closes it, `session_timeout` of quiet too."""
 
     key = ("customer_id",)
+    columns = ("event_time", "logged_out")
     # At equal times a LoggedOut event goes last, so the other events still count in the session.
     order_by = ("event_time", "logged_out")
     state_type = SessionState

@@ -1,0 +1,120 @@
+"""Delta sinks with delta-rs, without Spark: schema, append, merge, idempotent batches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from engine.sinks import BatchId, DeltaSink
+from engine.tables import load_tables
+
+TABLES = load_tables()
+T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)
+
+
+def batch(n: int, app: str = "server_logs.main.q1") -> BatchId:
+    return BatchId(app_id=app, batch=n, pipeline="server_logs", query="main")
+
+
+def carts(*rows: tuple[str, int]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "customer_id": c,
+                "total_items": n,
+                "total_price": float(n),
+                "products": [{"product_id": "p", "price": 1.0}] * n,
+                "updated_at": T,
+            }
+            for c, n in rows
+        ]
+    )
+
+
+def purchases(n: int) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "customer_id": f"{i}_CId",
+                "event_time": T,
+                "product_id": "p",
+                "unit_price": 2.0,
+                "quantity": 1,
+                "amount": 2.0,
+            }
+            for i in range(n)
+        ]
+    )
+
+
+def rows(sink: DeltaSink) -> list[dict]:
+    return DeltaTable(str(sink.path)).to_pyarrow_table().to_pylist()
+
+
+def test_table_definitions():
+    assert set(TABLES) == {"events", "sessions", "carts", "purchases", "quarantine"}
+    assert TABLES["sessions"].key == ("customer_id", "session_start")
+    assert TABLES["events"].partition_by == ("event_date",)
+    assert TABLES["carts"].arrow_schema.field("products").type == pa.list_(
+        pa.struct([("product_id", pa.string()), ("price", pa.float64())])
+    )
+    assert not TABLES["carts"].arrow_schema.field("customer_id").nullable
+
+
+def test_append_is_idempotent_per_batch(tmp_path):
+    sink = DeltaSink(TABLES["purchases"], tmp_path)
+    assert sink.write(purchases(3), batch(0)) == 3
+    assert sink.write(purchases(3), batch(0)) == 0  # the replay of batch 0
+    assert sink.write(purchases(2), batch(1)) == 2
+    assert len(rows(sink)) == 5
+    # Another checkpoint (a new app id) starts again at batch 0.
+    assert sink.write(purchases(1), batch(0, app="server_logs.main.q2")) == 1
+    assert len(rows(sink)) == 6
+
+
+def test_merge_updates_by_key_and_skips_replays(tmp_path):
+    sink = DeltaSink(TABLES["carts"], tmp_path)
+    sink.write(carts(("a", 1), ("b", 2)), batch(0))
+    sink.write(carts(("a", 3)), batch(1))
+    sink.write(carts(("a", 9)), batch(1))
+    assert sorted((r["customer_id"], r["total_items"]) for r in rows(sink)) == [("a", 3), ("b", 2)]
+
+
+def test_history_names_pipeline_query_and_batch(tmp_path):
+    sink = DeltaSink(TABLES["purchases"], tmp_path)
+    sink.write(purchases(1), batch(7))
+    latest = DeltaTable(str(sink.path)).history(1)[0]
+    assert (latest["pipeline"], latest["query"], latest["batch_id"]) == ("server_logs", "main", "7")
+
+
+def test_null_in_a_not_null_column_fails_the_batch(tmp_path):
+    sink = DeltaSink(TABLES["purchases"], tmp_path)
+    bad = purchases(1).set_column(0, "customer_id", pa.array([None], pa.string()))
+    with pytest.raises(ValueError, match="NULL in NOT NULL column customer_id"):
+        sink.write(bad, batch(0))
+    assert rows(sink) == []
+
+
+def test_partitioned_append(tmp_path):
+    sink = DeltaSink(TABLES["events"], tmp_path)
+    data = pa.Table.from_pylist(
+        [
+            {
+                "customer_id": "a",
+                "event_time": T,
+                "event_type": "product_view",
+                "product_id": "p",
+                "price": 1.0,
+                "quantity": 1,
+                "source": "s",
+                "logged_out": False,
+                "event_date": T.date(),
+            }
+        ]
+    )
+    sink.write(data, batch(0))
+    assert (sink.path / "event_date=2019-06-20").is_dir()
+    assert DeltaTable(str(sink.path)).metadata().partition_columns == ["event_date"]
