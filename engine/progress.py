@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from pyspark.sql.streaming.listener import (
@@ -25,13 +25,12 @@ class QueryTotals:
 
     batches: int = 0
     last_batch: int = -1
-    source_rows: int = 0
+    source_rows: int = 0  # input records read, each counted once
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
     late: int = 0
     watermark: str | None = None
     state_rows: int = 0
-    rates: list[float] = field(default_factory=list)
 
 
 def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int]:
@@ -50,6 +49,9 @@ class ProgressListener(StreamingQueryListener):
     def __init__(self, out: TextIO = sys.stdout, *, quiet: bool = False) -> None:
         self.out = out
         self.quiet = quiet
+        # Each table of a query is a branch that reads the source itself; Spark counts every
+        # read, so input rows are divided by the branches to count input records once.
+        self.branches: dict[str, int] = {}
         self.totals: dict[str, QueryTotals] = {}
         self._lock = threading.Lock()
 
@@ -67,18 +69,19 @@ class ProgressListener(StreamingQueryListener):
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
             t.last_batch = max(t.last_batch, p.batchId)
-            t.source_rows += p.numInputRows
+            branches = self.branches.get(name, 1)
+            rows_in = p.numInputRows // branches
+            rate = p.processedRowsPerSecond / branches
+            t.source_rows += rows_in
             t.accepted += accepted
             t.duplicates += duplicates
             t.late += late
             t.state_rows = state_rows
             t.watermark = watermark
-            if p.numInputRows:
-                t.rates.append(p.processedRowsPerSecond)
-        if not self.quiet and (p.numInputRows or t.batches == 1):
+        if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(
-                f"[{name}] batch {p.batchId}: {p.numInputRows:,} rows in, "
-                f"{p.processedRowsPerSecond:,.0f} rows/s, state {state_rows:,} rows, "
+                f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "
+                f"{rate:,.0f} rows/s, state {state_rows:,} rows, "
                 f"watermark {(watermark or '-').replace('T', ' ').rstrip('Z')}\n"
             )
             self.out.flush()

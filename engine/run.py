@@ -55,11 +55,13 @@ class RunResult:
             # The query that writes quarantine sees every input line, so it can account for them.
             if t and "quarantine" in writer.rows:
                 quarantined = writer.rows["quarantine"]
-                lines = t.accepted + quarantined + t.duplicates + t.late
+                missing = t.source_rows - (t.accepted + quarantined + t.duplicates + t.late)
                 out.write(
-                    f"query {name}: input lines {lines:,} = {t.accepted:,} events + "
+                    f"query {name}: input lines {t.source_rows:,} = {t.accepted:,} events + "
                     f"{quarantined:,} quarantined + {t.duplicates:,} duplicates dropped + "
-                    f"{t.late:,} late dropped\n"
+                    f"{t.late:,} late dropped"
+                    + (f" (NOT ACCOUNTED FOR: {missing:,})" if missing else "")
+                    + "\n"
                 )
 
 
@@ -129,6 +131,7 @@ def run_pipeline(
     plan = plan_pipeline(pipeline, once=opts.once)
     build_views(spark, plan, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
+    listener.branches = {q.name: len(q.sinks) for q in pipeline.queries}
     spark.streams.addListener(listener)
     result = RunResult(listener=listener)
     queries: dict[str, StreamingQuery] = {}

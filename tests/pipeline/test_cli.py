@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_query_json_and_unknown_table(tmp_path):
     write = runner("query", "DROP TABLE carts", "--lake", str(lake))
     assert write.returncode == 2
     assert "read-only" in one_error_line(write)
+
+
+def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
+    lake = tmp_path / "lake"
+    proc = subprocess.Popen(
+        [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs", "--lake", str(lake)],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = set()
+    for line in proc.stdout:
+        if line.startswith("[") and " batch 0:" in line:
+            started.add(line[1 : line.index("]")])
+        if started == {"main", "purchases", "sessions", "carts"}:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "query main: input lines 8 = 7 events + 1 quarantined" in out
+    assert not err.strip()
+    assert (lake / "sessions" / "_delta_log").is_dir()

@@ -52,6 +52,7 @@ def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, 
     assert totals.duplicates == summary.duplicates
     assert totals.late == summary.late
     assert quarantined == summary.malformed + summary.missing_fields + summary.bad_timestamps
+    assert totals.source_rows == summary.lines
     assert totals.accepted + totals.duplicates + totals.late + quarantined == summary.lines
     reasons = {r["reason"].split(":")[0] for r in read_table(lake, "quarantine")}
     assert reasons == {"malformed JSON", "missing CustomerId", "unparseable timestamp"}

@@ -115,6 +115,7 @@ def test_every_input_line_is_accounted_for(scenario):
     totals = result.listener.totals["main"]
     assert (totals.accepted, totals.duplicates, totals.late) == (11, 2, 1)
     lines = sum(len(f.read_text().splitlines()) for f in folder.iterdir())
+    assert totals.source_rows == lines
     assert lines == totals.accepted + totals.duplicates + totals.late + 1
 
 
