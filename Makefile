@@ -25,9 +25,10 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	rm -rf $(DEMO_LAKE)
-	$(PY) runner.py run server_logs --once --lake $(DEMO_LAKE)
+	$(PY) runner.py run server_logs --once --quality --lake $(DEMO_LAKE)
 	@for t in events sessions carts purchases quarantine; do \
-	  echo "== $$t"; $(PY) runner.py query "SELECT * FROM $$t" --lake $(DEMO_LAKE) || exit 1; done
+	  echo "== $$t"; $(PY) runner.py query "SELECT * FROM $$t ORDER BY 1, 2" --lake $(DEMO_LAKE) || exit 1; done
+	@echo "quality report: $(abspath $(DEMO_LAKE))/_quality/index.html"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -6,6 +6,7 @@ RSS of its whole process tree (Python driver + JVM + Python workers):
 
 * pipeline: ``python runner.py run server_logs --once`` into a fresh lake;
 * parse only: the pipeline's source and ``parsed_logs.sql`` into Spark's ``noop`` sink;
+* parse + dedup: the same parse, then the pipeline's deduplication step alone.
 * native session_window: the same parse, then Spark's own ``session_window`` count.
 
 Each is also timed from its first batch start to its last batch commit, read from the
@@ -43,7 +44,7 @@ if str(PROJECT_DIR) not in sys.path:
 
 PIPELINE = "server_logs"
 PARSE_SQL = PROJECT_DIR / "sql" / "server_logs" / "parsed_logs.sql"
-BASELINES = ("parse", "session_window")
+BASELINES = ("parse", "dedup", "session_window")
 RSS_POLL_S = 0.2
 GIB = 1024**3
 # Subprocess lines worth echoing live; the full output goes to a log file in the workdir.
@@ -329,6 +330,16 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
     open_source(spark, spec, path=str(data)).createOrReplaceTempView(spec.view)
     spark.sql(PARSE_SQL.read_text())
     df = spark.table("parsed_logs")
+    if kind == "dedup":
+        # The pipeline's first stateful step alone (sql/server_logs/log_lines.sql), which
+        # every one of its queries runs.
+        df = (
+            df.where("reject_reason IS NULL")
+            .withWatermark("event_time", "1 minute")
+            .dropDuplicates(
+                ["customer_id", "event_time", "event_type", "items", "source", "logged_out"]
+            )
+        )
     if kind == "session_window":
         df = (
             df.where("reject_reason IS NULL")
@@ -424,7 +435,12 @@ def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
     return out
 
 
-LABELS = {"pipeline": "pipeline", "parse": "parse only", "session_window": "native session_window"}
+LABELS = {
+    "pipeline": "pipeline",
+    "parse": "parse only",
+    "dedup": "parse + dedup",
+    "session_window": "native session_window",
+}
 
 
 def print_figures(data: dict[str, Any], settings: str) -> None:

@@ -61,10 +61,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     if args.input and not Path(args.input).is_dir():
         raise UserError(f"--input: input folder not found: {args.input}")
+    if args.quality and not args.once:
+        raise UserError("--quality: only with --once (a continuous run has no end to check at)")
     plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
     spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
     result = run_pipeline(spark, pipeline, opts, stop=stop_on_signals())
     result.report(sys.stdout)
+    if args.quality:
+        from engine.quality import validate_lake
+
+        report = validate_lake(opts.lake, tables=pipeline.tables)
+        report.print(sys.stdout)
+        return 0 if report.passed else EXIT_FAILED
     return 0
 
 
@@ -78,6 +86,19 @@ def _cmd_query(args: argparse.Namespace) -> int:
     spark = get_spark(conf, log_file=None if args.debug else _log_file(lake))
     print_rows(run_query(spark, args.sql, lake), args.format)
     return 0
+
+
+def _cmd_quality(args: argparse.Namespace) -> int:
+    from engine.quality import validate_lake
+
+    report = validate_lake(
+        Path(args.lake).resolve(),
+        Path(args.report).resolve() if args.report else None,
+        args.tables,
+        since_last=args.since_last,
+    )
+    report.print(sys.stdout)
+    return 0 if report.passed else EXIT_FAILED
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -120,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="spark.* goes to Spark, anything else is a pipeline setting",
     )
+    run.add_argument(
+        "--quality", action="store_true", help="with --once: validate the tables after the run"
+    )
     run.set_defaults(func=_cmd_run)
 
     query = sub.add_parser("query", help="run read-only Spark SQL over the lake's tables")
@@ -127,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--lake", default="lake")
     query.add_argument("--format", choices=["table", "json", "csv"], default="table")
     query.set_defaults(func=_cmd_query)
+
+    qual = sub.add_parser("quality", help="validate the lake's tables with their suites")
+    qual.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default all)")
+    qual.add_argument("--lake", default="lake")
+    qual.add_argument("--report", help="report folder (default <lake>/_quality)")
+    qual.add_argument(
+        "--since-last", action="store_true", help="only rows appended since the last validation"
+    )
+    qual.set_defaults(func=_cmd_quality)
 
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
     gen.add_argument("pipeline")

@@ -1,0 +1,270 @@
+"""Quality suites over small real Delta tables (delta-rs, no Spark), in process and by the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from engine.errors import UserError
+from engine.quality import validate_lake
+from engine.sinks import BatchId, DeltaSink
+from engine.tables import load_tables
+from quality import load_suite, load_suites
+
+PROJECT = Path(__file__).resolve().parents[2]
+TABLES = load_tables()
+T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)
+
+
+def event(customer: str = "a", price: float = 1.0, day: int = 20) -> dict[str, Any]:
+    return {
+        "customer_id": customer,
+        "event_time": T,
+        "event_type": "add_to_cart",
+        "product_id": "p",
+        "price": price,
+        "quantity": 1,
+        "source": "www.x.com",
+        "logged_out": False,
+        "event_date": date(2019, 6, day),
+    }
+
+
+def cart(customer: str = "a", total: float = 0.3) -> dict[str, Any]:
+    return {
+        "customer_id": customer,
+        "total_items": 2,
+        "total_price": total,
+        "products": [{"product_id": "p", "price": 0.1}, {"product_id": "q", "price": 0.2}],
+        "updated_at": T,
+    }
+
+
+CLEAN: dict[str, list[dict[str, Any]]] = {
+    "events": [event("a"), event("b", price=0.0)],
+    "sessions": [
+        {
+            "customer_id": "a",
+            "session_start": T,
+            "last_event_time": T,
+            "total_events": 1,
+            "logged_in": True,
+            "end_reason": None,
+            "session_end": None,
+        },
+        {
+            "customer_id": "a",
+            "session_start": T - timedelta(hours=1),
+            "last_event_time": T - timedelta(minutes=50),
+            "total_events": 3,
+            "logged_in": False,
+            "end_reason": "timeout",
+            "session_end": T - timedelta(minutes=45),
+        },
+    ],
+    "carts": [cart("a"), cart("b")],
+    "purchases": [
+        {
+            "customer_id": "a",
+            "event_time": T,
+            "product_id": "p",
+            "unit_price": 2.0,
+            "quantity": 2,
+            "amount": 4.0,
+        }
+    ],
+    "quarantine": [
+        {
+            "pipeline": "server_logs",
+            "source": "part-1.json",
+            "raw": "{",
+            "reason": "malformed JSON",
+            "ingested_at": datetime.now(UTC),
+        }
+    ],
+}
+
+
+def write(lake: Path, name: str, rows: list[dict[str, Any]], batch: int = 0) -> None:
+    data = pa.Table.from_pylist(rows, schema=TABLES[name].arrow_schema)
+    DeltaSink(TABLES[name], lake).write(data, BatchId("test.q.c", batch, "test", "q"))
+
+
+def clean_lake(lake: Path) -> Path:
+    for name, rows in CLEAN.items():
+        write(lake, name, rows)
+    return lake
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "runner.py", "quality", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def failures(summary: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        name: [e["expectation"] for e in t["expectations"] if not e["success"]]
+        for name, t in summary["tables"].items()
+        if not t["passed"]
+    }
+
+
+def test_every_table_has_a_suite_and_merged_keys_are_unique():
+    suites = load_suites({n: t.column_names for n, t in TABLES.items()})
+    assert set(suites) == set(TABLES)
+    for name, table in TABLES.items():
+        configs = [e.configuration for e in suites[name].expectations]
+        not_null = {c.kwargs["column"] for c in configs if c.type.endswith("to_not_be_null")}
+        assert set(table.key) <= not_null
+        if table.mode == "merge":
+            unique = [
+                tuple(c.kwargs.get("column_list") or [c.kwargs.get("column")])
+                for c in configs
+                if c.type.endswith("to_be_unique")
+            ]
+            assert table.key in unique, name
+
+
+def test_clean_lake_passes_every_suite(tmp_path):
+    lake = clean_lake(tmp_path / "lake")
+    run = cli("--lake", str(lake))
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:5]] == sorted(CLEAN)
+    assert all(": passed (" in ln for ln in lines[:5])
+    summary = json.loads((lake / "_quality" / "summary.json").read_text())
+    assert summary["passed"] and set(summary["tables"]) == set(CLEAN)
+    assert summary["tables"]["sessions"]["version"] == 1
+    assert (lake / "_quality" / "data_docs" / "index.html").is_file()
+
+
+def test_corrupted_tables_fail_exactly_the_right_expectations(tmp_path):
+    lake = clean_lake(tmp_path / "lake")
+    write(lake, "events", [event("c", price=-1.0)], batch=1)
+    # A merge cannot make a duplicate key: append one behind the sink's back.
+    carts = pa.Table.from_pylist([cart("a")], schema=TABLES["carts"].arrow_schema)
+    write_deltalake(str(lake / "carts"), carts, mode="append")
+    write(lake, "carts", [cart("z", total=0.5)], batch=1)
+    run = cli("--lake", str(lake), "--report", str(tmp_path / "report"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert not summary["passed"]
+    assert failures(summary) == {
+        "carts": [
+            "expect_column_values_to_be_unique(customer_id)",
+            "expect_column_values_to_be_between(total_price_error)",
+        ],
+        "events": ["expect_column_values_to_be_between(price)"],
+    }
+    counts = {
+        e["expectation"]: e["unexpected_count"] for e in summary["tables"]["carts"]["expectations"]
+    }
+    assert counts["expect_column_values_to_be_unique(customer_id)"] == 2
+    assert counts["expect_column_values_to_be_between(total_price_error)"] == 1
+    assert "carts: FAILED 2 of 6: expect_column_values_to_be_unique(customer_id) 2 unexpected;" in (
+        run.stdout
+    )
+    # The page a person opens: self-contained, failing tables and expectations named.
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert '<h2>carts: <span class="bad">FAILED</span></h2>' in page
+    assert '<h2>purchases: <span class="ok">passed</span></h2>' in page
+    assert "expect_column_values_to_be_between(price)</td><td>1 unexpected" in page
+    assert "https://" not in page
+
+
+def test_session_rules_catch_an_inconsistent_close(tmp_path):
+    bad = dict(CLEAN["sessions"][1], logged_in=True, session_end=None, customer_id="b")
+    write(tmp_path, "sessions", [*CLEAN["sessions"], bad])
+    report = validate_lake(tmp_path, tmp_path / "report", ["sessions"])
+    [result] = report.results
+    assert [o.expectation for o in result.expectations if not o.success] == [
+        "expect_column_pair_values_to_be_equal(has_end_reason, has_session_end)",
+        "expect_column_pair_values_to_be_equal(logged_in, is_open)",
+    ]
+
+
+def test_freshness_is_relative_to_the_validation_time(tmp_path):
+    write(tmp_path, "quarantine", CLEAN["quarantine"])
+    later = datetime.now(UTC) + timedelta(hours=25)
+    report = validate_lake(tmp_path, tmp_path / "report", ["quarantine"], now=later)
+    assert [o.expectation for o in report.results[0].expectations if not o.success] == [
+        "expect_column_min_to_be_between(ingested_hours_ago)"
+    ]
+
+
+def test_since_last_validates_only_new_rows(tmp_path):
+    lake = tmp_path / "lake"
+    write(lake, "events", [event("a"), event("b")])
+    write(lake, "carts", [cart("a")])
+    first = validate_lake(lake, since_last=True)
+    assert {r.table: r.rows for r in first.results} == {"events": 2, "carts": 1}
+    write(lake, "events", [event("c", day=21), event("d", day=22), event("e", day=21)], batch=1)
+    write(lake, "carts", [cart("b")], batch=1)
+    again = {r.table: r for r in validate_lake(lake, since_last=True).results}
+    assert again["events"].rows == 3 and again["events"].scope == "rows added since version 1"
+    assert again["carts"].rows == 2 and again["carts"].scope == "whole table (merged)"
+    state = json.loads((lake / "_quality" / "state.json").read_text())
+    assert state["events"] == {"version": 2}
+    idle = {r.table: r for r in validate_lake(lake, since_last=True).results}
+    assert idle["events"].rows == 0 and idle["events"].passed
+
+
+def test_missing_tables_are_skipped_unless_named(tmp_path):
+    write(tmp_path, "purchases", CLEAN["purchases"])
+    report = validate_lake(tmp_path)
+    assert [r.table for r in report.results] == ["purchases"]
+    assert report.skipped == ["carts", "events", "quarantine", "sessions"]
+    with pytest.raises(UserError, match="table 'carts' is not in the lake"):
+        validate_lake(tmp_path, tables=["carts"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "error: quality: no suite quality/suites/nope.yaml"),
+        (["--lake", "/nonexistent/lake"], "error: --lake: no lake at /nonexistent/lake"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
+    write(tmp_path, "events", CLEAN["events"])
+    run = cli(*args) if "--lake" in args else cli(*args, "--lake", str(tmp_path))
+    assert run.returncode == 2
+    assert run.stderr.startswith(message) and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_suite_cannot_ask_for_unknown_code(tmp_path):
+    path = tmp_path / "carts.yaml"
+    path.write_text(
+        "table: carts\nderived:\n  x: {eval: total_price}\n"
+        "expectations:\n  - expect_column_values_to_not_be_null: {column: x}\n"
+    )
+    with pytest.raises(UserError, match=r"carts.yaml: derived 'x': unknown kind 'eval'"):
+        load_suite(path, TABLES["carts"].column_names)
+
+
+def test_run_quality_needs_once():
+    run = subprocess.run(
+        [sys.executable, "runner.py", "run", "server_logs", "--quality"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert (
+        run.stderr
+        == "error: --quality: only with --once (a continuous run has no end to check at)\n"
+    )
