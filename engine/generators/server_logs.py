@@ -425,9 +425,9 @@ class _Output:
         )
 
     def _release_late(self) -> None:
-        # A streaming reader taking one file per batch drops rows behind the watermark of the
-        # batch before last (Spark's rule for late rows), so only times written two files back
-        # count: an event released here is late for that reader, not just older.
+        # Only times written two files back count, so that a reader taking one file per batch
+        # drops the event as late whether it judges late rows by the current batch's watermark
+        # or, as Spark does by default, by the previous batch's.
         if len(self._newest_by_file) < 2:
             return
         newest = self._newest_by_file[-2]

@@ -211,8 +211,8 @@ def test_duplicates_copy_a_recent_valid_line(faulty) -> None:
 
 
 def test_late_events_are_behind_the_files_before_the_previous_one(faulty) -> None:
-    # Spark drops a row as late against the watermark of the batch before last, so with one
-    # file per batch a late line must be old compared with the files two or more back.
+    # Whichever batch's watermark a reader judges late rows by (this one's or the previous
+    # one's), with one file per batch a line old compared with files two back is late.
     _, lines = faulty
     newest_by_file: dict[int, datetime] = {}
     for line in lines:
