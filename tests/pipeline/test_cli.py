@@ -97,12 +97,14 @@ def test_bad_sql_in_a_step_names_the_file(tmp_path, sql, message):
     assert message in line
 
 
-def test_query_json_and_unknown_table(tmp_path):
+def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
     lake = tmp_path / "lake"
-    run = runner("run", "server_logs", "--once", "--lake", str(lake))
+    run = runner("run", "server_logs", "--once", "--quality", "--lake", str(lake))
     assert run.returncode == 0, run.stderr
     # The bundled sample: data/server_logs (see data/README.md).
     assert "input lines 8 = 7 events + 1 quarantined" in run.stdout
+    assert "carts: passed" in run.stdout and "sessions: passed" in run.stdout
+    assert (lake / "_quality" / "index.html").is_file()
     result = runner(
         "query",
         "SELECT customer_id, total_items, total_price FROM carts",
