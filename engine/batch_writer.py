@@ -6,7 +6,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from functools import reduce
+from functools import cached_property, reduce
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,6 +62,7 @@ class MultiTableWriter:
         self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
         self._lock = threading.Lock()
 
+    @cached_property
     def app_id(self) -> str:
         """Delta transaction id: a new checkpoint is a new writer, so its batch 0 is written."""
         query_id = json.loads((self.checkpoint / "metadata").read_text())["id"]
@@ -69,7 +70,7 @@ class MultiTableWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         data = df.toArrow()
-        batch = BatchId(self.app_id(), batch_id, self.pipeline, self.query)
+        batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
         for i, sink in enumerate(self.sinks):
             part = data.filter(pc.equal(data.column("_sink"), i)).column(f"_s{i}")
             rows = (

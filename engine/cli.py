@@ -63,9 +63,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--input: input folder not found: {args.input}")
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")
-    plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
     spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
-    result = run_pipeline(spark, pipeline, opts, stop=stop_on_signals())
+    result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
     result.report(sys.stdout)
     if args.quality:
         from engine.quality import validate_lake

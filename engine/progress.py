@@ -29,13 +29,10 @@ class QueryTotals:
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
     late: int = 0
-    watermark: str | None = None
-    state_rows: int = 0
 
 
 def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int]:
-    # Every branch of a multi-table query has its own copy of a dedup step over the same input,
-    # so their counts are equal: take the first.
+    # The planner allows one deduplication per query (engine/build.py), so the first is it.
     for op in operators:
         if op.operatorName.startswith("dedupe"):
             duplicates = int(op.customMetrics.get("numDroppedDuplicateRows", 0))
@@ -76,8 +73,6 @@ class ProgressListener(StreamingQueryListener):
             t.accepted += accepted
             t.duplicates += duplicates
             t.late += late
-            t.state_rows = state_rows
-            t.watermark = watermark
         if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(
                 f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "

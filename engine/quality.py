@@ -268,7 +268,7 @@ def validate_lake(
         "tables": {r.table: _jsonable(asdict(r)) for r in report.results},
     }
     report.summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    write_report_html(_jsonable(summary), report.report_dir, report.docs_index.parent)
+    write_report_html(summary, report.report_dir, report.docs_index.parent)
     state_path.write_text(
         json.dumps({k: {"version": v} for k, v in sorted(state.items())}, indent=2) + "\n"
     )

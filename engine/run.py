@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.batch_writer import MultiTableWriter, tag_views
-from engine.build import Plan, build_views, plan_pipeline, spark_error_line
-from engine.pipeline import Pipeline, QuerySpec
+from engine.build import Plan, build_views, spark_error_line
+from engine.pipeline import QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
 
@@ -120,7 +120,7 @@ def _raise_failures(queries: Mapping[str, StreamingQuery]) -> None:
 
 def run_pipeline(
     spark: SparkSession,
-    pipeline: Pipeline,
+    plan: Plan,
     opts: RunOptions,
     *,
     stop: threading.Event | None = None,
@@ -128,7 +128,7 @@ def run_pipeline(
 ) -> RunResult:
     """Run until done (`once`) or until `stop` is set; returns what was written."""
     stop = stop or threading.Event()
-    plan = plan_pipeline(pipeline, once=opts.once)
+    pipeline = plan.pipeline
     build_views(spark, plan, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
     listener.branches = {q.name: len(q.sinks) for q in pipeline.queries}

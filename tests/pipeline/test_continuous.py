@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from engine.build import plan_pipeline
 from engine.pipeline import Registry
 from engine.run import RunOptions, run_pipeline
 from tests.conftest import read_table
@@ -41,7 +42,7 @@ def test_processing_time_timeout_then_clean_stop(spark, tmp_path):
 
     def run() -> None:
         opts = RunOptions(lake=lake, input_path=str(folder), quiet=True)
-        done["result"] = run_pipeline(spark, pipeline, opts, stop=stop)
+        done["result"] = run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop)
 
     thread = threading.Thread(target=run)
     thread.start()

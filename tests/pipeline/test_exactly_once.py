@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.build import plan_pipeline
 from engine.generators.server_logs import GenerationSummary, generate_server_logs
 from engine.pipeline import Registry
 from engine.run import RunOptions, RunResult, run_pipeline
@@ -40,7 +41,7 @@ def reference(spark, generated, tmp_path_factory) -> tuple[Path, RunResult]:
     lake = tmp_path_factory.mktemp("reference") / "lake"
     pipeline = Registry().get("server_logs").with_settings(ONE_FILE_PER_BATCH)
     opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
-    return lake, run_pipeline(spark, pipeline, opts)
+    return lake, run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
 
 
 def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, reference):

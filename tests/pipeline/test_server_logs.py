@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.build import plan_pipeline
 from engine.pipeline import Registry
 from engine.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, read_table
@@ -39,7 +40,7 @@ def scenario(spark, tmp_path_factory) -> tuple[Path, RunResult, Path]:
         os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
     pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
     opts = RunOptions(lake=root / "lake", once=True, input_path=str(root / "in"), quiet=True)
-    return root / "lake", run_pipeline(spark, pipeline, opts), root / "in"
+    return root / "lake", run_pipeline(spark, plan_pipeline(pipeline, once=True), opts), root / "in"
 
 
 def sessions(lake: Path) -> list[tuple]:
@@ -122,8 +123,6 @@ def test_every_input_line_is_accounted_for(scenario):
 def test_rerun_over_the_same_input_adds_nothing(spark, scenario):
     lake, _, folder = scenario
     before = {name: read_table(lake, name) for name in ("events", "sessions", "carts")}
-    pipeline = Registry().get("server_logs")
-    run_pipeline(
-        spark, pipeline, RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
-    )
+    plan = plan_pipeline(Registry().get("server_logs"), once=True)
+    run_pipeline(spark, plan, RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True))
     assert {name: read_table(lake, name) for name in before} == before
