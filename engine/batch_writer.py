@@ -15,8 +15,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from engine.errors import UserError
+from engine.kafka_sink import TopicSink
 from engine.sinks import BatchId, DeltaSink
 from engine.tables import TableDef
+
+Sink = DeltaSink | TopicSink
 
 __all__ = ["MultiTableWriter", "tag_views"]
 
@@ -49,10 +52,15 @@ def tag_views(views: Sequence[tuple[TableDef, str, DataFrame]]) -> DataFrame:
 
 
 class MultiTableWriter:
-    """The foreachBatch function of a query: writes each table's rows, idempotently."""
+    """The foreachBatch function of a query: writes each table's and topic's rows.
+
+    Topics go first, so alerts leave as soon as the batch is computed. Tables are idempotent
+    per batch; a topic is not, so when every table already holds the batch (an earlier attempt
+    got that far, hence past the topics) the topics are not sent again.
+    """
 
     def __init__(
-        self, *, pipeline: str, query: str, sinks: Sequence[DeltaSink], checkpoint: Path
+        self, *, pipeline: str, query: str, sinks: Sequence[Sink], checkpoint: Path
     ) -> None:
         self.pipeline = pipeline
         self.query = query
@@ -71,7 +79,12 @@ class MultiTableWriter:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         data = df.toArrow()
         batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
-        for i, sink in enumerate(self.sinks):
+        tables = [s for s in self.sinks if isinstance(s, DeltaSink)]
+        resent = not tables or not all(s.has(batch) for s in tables)
+        order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
+        for i, sink in order:
+            if isinstance(sink, TopicSink) and not resent:
+                continue
             part = data.filter(pc.equal(data.column("_sink"), i)).column(f"_s{i}")
             rows = (
                 pa.Table.from_struct_array(part)

@@ -4,13 +4,14 @@ then built in Spark as streaming views: source view, SQL steps and handlers."""
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from engine.errors import UserError
+from engine.errors import KafkaUnavailable, UserError
 from engine.handler_adapter import apply_handler
 from engine.pipeline import HandlerSpec, Pipeline
 from engine.sources import open_source
@@ -18,13 +19,31 @@ from engine.sqlgraph import SqlError, SqlStep, load_steps, order_steps
 from engine.tables import TableDef, load_tables
 from handlers.base import StateHandler
 
-__all__ = ["Plan", "build_views", "plan_pipeline", "spark_error_line"]
+__all__ = ["Plan", "as_user_error", "build_views", "plan_pipeline", "spark_error_line"]
+
+
+# Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
+_OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
 
 
 def spark_error_line(err: Exception) -> str:
     """The first meaningful line of a Spark error, without the JVM stack trace."""
     text = str(getattr(err, "getMessage", lambda: "")() or err).strip()
+    own = _OWN_ERROR.search(text)
+    if own:
+        return own.group(2).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def as_user_error(err: Exception, prefix: str = "") -> Exception:
+    """The error to raise for a failed Spark job: ours (UserError, KafkaUnavailable) when it
+    came from our code in a worker, else a RuntimeError; both as one line after `prefix`."""
+    text = str(getattr(err, "getMessage", lambda: "")() or err)
+    own = _OWN_ERROR.search(text)
+    kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
+        own.group(1) if own else "", RuntimeError
+    )
+    return kind(prefix + spark_error_line(err))
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,11 @@ def _check_sinks(pipeline: Pipeline, tables: Mapping[str, TableDef], views: set[
                 raise UserError(f"{where}: unknown table '{table}' (tables/{table}.sql)")
             if view not in views:
                 raise UserError(f"{where}: table {table} reads unknown view '{view}'")
+        for topic, view in query.topics.items():
+            if view not in views:
+                raise UserError(f"{where}: topic {topic} reads unknown view '{view}'")
+        if query.topics and "bootstrap.servers" not in pipeline.kafka:
+            raise UserError(f"{where}: writes Kafka topics but the pipeline has no kafka: block")
 
 
 def _stateful_ancestors(
@@ -90,7 +114,8 @@ def _check_one_state_per_query(
     # one copy dropping a late row the other kept). See docs/decisions.md.
     for query in pipeline.queries:
         owner: dict[str, str] = {}
-        for table, view in query.sinks.items():
+        targets = {**query.sinks, **{f"topic {t}": v for t, v in query.topics.items()}}
+        for table, view in targets.items():
             for name in sorted(_stateful_ancestors(view, steps, handlers)):
                 if name in owner:
                     raise UserError(
@@ -147,7 +172,7 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
 def build_views(spark: SparkSession, plan: Plan, *, input_path: str | None = None) -> None:
     """Register the source and every view of the plan as streaming temp views, in order."""
     pipeline = plan.pipeline
-    source = open_source(spark, pipeline.source, path=input_path)
+    source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
     for name in plan.order:

@@ -102,15 +102,20 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    if args.pipeline != "server_logs":
-        raise UserError(
-            f"generate: no generator for pipeline '{args.pipeline}' (have: server_logs)"
-        )
+    from engine.generators.sensor_cep import generate_sensor_cep
     from engine.generators.server_logs import generate_server_logs
 
+    generators = {"sensor_cep": generate_sensor_cep, "server_logs": generate_server_logs}
+    generate = generators.get(args.pipeline)
+    if generate is None:
+        raise UserError(
+            f"generate: no generator for pipeline '{args.pipeline}' "
+            f"(have: {', '.join(sorted(generators))})"
+        )
     try:
-        summary = generate_server_logs(
-            Path(args.out), events=args.events, seed=args.seed, faults=args.faults, progress=True
+        # --out stays a string: for sensor_cep it may be kafka://HOST:PORT/TOPIC.
+        summary = generate(
+            args.out, events=args.events, seed=args.seed, faults=args.faults, progress=True
         )
     except FileExistsError:
         raise UserError(f"--out: {args.out} exists and is not empty") from None

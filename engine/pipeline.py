@@ -46,12 +46,14 @@ class HandlerSpec:
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """One streaming query: the tables it writes (table -> view), its trigger and pool."""
+    """One streaming query: the tables (table -> view) and Kafka topics (topic -> view) it
+    writes, its trigger and its FAIR scheduler pool."""
 
     name: str
     sinks: Mapping[str, str]
     trigger: str | None = None
     pool: str | None = None
+    topics: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class Pipeline:
     handlers: tuple[HandlerSpec, ...]
     queries: tuple[QuerySpec, ...]
     settings: Mapping[str, str]
+    #: librdkafka settings (bootstrap.servers, ...) for Kafka sources and topic sinks.
+    kafka: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def tables(self) -> list[str]:
@@ -73,11 +77,14 @@ class Pipeline:
         return [t for q in self.queries for t in q.sinks]
 
     def with_settings(self, overrides: Mapping[str, str]) -> Pipeline:
-        """A copy with settings (and `source.<option>`s) overridden; unknown names are errors."""
-        source_opts = {
-            k.removeprefix("source."): v for k, v in overrides.items() if k.startswith("source.")
-        }
-        overrides = {k: v for k, v in overrides.items() if not k.startswith("source.")}
+        """A copy with settings, `source.<option>`s and `kafka.<setting>`s overridden;
+        unknown setting names are errors."""
+
+        def prefixed(prefix: str) -> dict[str, str]:
+            return {k.removeprefix(prefix): v for k, v in overrides.items() if k.startswith(prefix)}
+
+        source_opts, kafka = prefixed("source."), prefixed("kafka.")
+        overrides = {k: v for k, v in overrides.items() if not k.startswith(("source.", "kafka."))}
         unknown = sorted(set(overrides) - set(self.settings))
         if unknown:
             known = ", ".join(sorted(self.settings)) or "none"
@@ -85,7 +92,12 @@ class Pipeline:
                 f"--conf {unknown[0]}: not a setting of pipeline {self.name} (settings: {known})"
             )
         source = replace(self.source, options={**self.source.options, **source_opts})
-        return replace(self, settings={**self.settings, **overrides}, source=source)
+        return replace(
+            self,
+            settings={**self.settings, **overrides},
+            source=source,
+            kafka={**self.kafka, **kafka},
+        )
 
 
 def _require(spec: Mapping[str, Any], key: str, where: Path) -> Any:
@@ -121,6 +133,7 @@ def _load(path: Path) -> Pipeline:
             sinks=dict(_require(q, "sinks", path)),
             trigger=q.get("trigger"),
             pool=q.get("pool"),
+            topics=dict(q.get("topics") or {}),
         )
         for name, q in _require(spec, "queries", path).items()
     )
@@ -136,6 +149,7 @@ def _load(path: Path) -> Pipeline:
         handlers=handlers,
         queries=queries,
         settings={k: "" if v is None else str(v) for k, v in (spec.get("settings") or {}).items()},
+        kafka={k: str(v) for k, v in (spec.get("kafka") or {}).items()},
     )
 
 

@@ -6,7 +6,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -15,7 +14,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.batch_writer import MultiTableWriter, tag_views
-from engine.build import Plan, build_views, spark_error_line
+from engine.build import Plan, as_user_error, build_views
+from engine.errors import KafkaUnavailable
+from engine.kafka_sink import TopicSink
 from engine.pipeline import QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
@@ -71,29 +72,40 @@ def _trigger(spec: QuerySpec, once: bool) -> dict[str, object]:
     return {"processingTime": spec.trigger or "0 seconds"}
 
 
-def _start(
-    spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions
-) -> tuple[StreamingQuery, MultiTableWriter]:
+def _writer(plan: Plan, spec: QuerySpec, opts: RunOptions) -> MultiTableWriter:
     pipeline, tables = plan.pipeline, plan.tables
-    views = [(tables[t], v, spark.table(v)) for t, v in spec.sinks.items()]
-    checkpoint = opts.checkpoint_root / pipeline.name / spec.name
-    sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
+    sinks: list[DeltaSink | TopicSink] = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
     for sink in sinks:
         sink.open()  # tables exist, with their schema, before the first batch
-    writer = MultiTableWriter(
-        pipeline=pipeline.name, query=spec.name, sinks=sinks, checkpoint=checkpoint
+    sinks += [TopicSink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics]
+    return MultiTableWriter(
+        pipeline=pipeline.name,
+        query=spec.name,
+        sinks=sinks,
+        checkpoint=opts.checkpoint_root / pipeline.name / spec.name,
     )
+
+
+def _start(
+    spark: SparkSession, spec: QuerySpec, writer: MultiTableWriter, once: bool
+) -> StreamingQuery:
+    targets = zip(writer.sinks, _targets(spec), strict=True)
+    views = [(sink.table, view, spark.table(view)) for sink, view in targets]
     # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
-    query = (
+    return (
         tag_views(views)
         .writeStream.queryName(spec.name)
         .foreachBatch(writer)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(**_trigger(spec, opts.once))
+        .option("checkpointLocation", str(writer.checkpoint))
+        .trigger(**_trigger(spec, once))
         .start()
     )
-    return query, writer
+
+
+def _targets(spec: QuerySpec) -> list[str]:
+    """The views a query writes, in sink order: tables, then topics."""
+    return [*spec.sinks.values(), *spec.topics.values()]
 
 
 def stop_on_signals() -> threading.Event:
@@ -111,11 +123,13 @@ def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> No
     query.stop()
 
 
-def _raise_failures(queries: Mapping[str, StreamingQuery]) -> None:
-    for name, q in queries.items():
-        err = q.exception()
-        if err is not None:
-            raise RuntimeError(f"query {name} failed: {spark_error_line(err)}")
+RETRY_SECONDS = 5.0
+
+
+def _failure(name: str, query: StreamingQuery) -> Exception | None:
+    """A stopped query's error, as one line (KafkaUnavailable when the broker was away)."""
+    err = query.exception()
+    return None if err is None else as_user_error(err, f"query {name}: ")
 
 
 def run_pipeline(
@@ -126,25 +140,51 @@ def run_pipeline(
     stop: threading.Event | None = None,
     out: TextIO = sys.stdout,
 ) -> RunResult:
-    """Run until done (`once`) or until `stop` is set; returns what was written."""
+    """Run until done (`once`) or until `stop` is set; returns what was written.
+
+    Without `once`, a query stopped by an unreachable Kafka broker is restarted from its
+    checkpoint every RETRY_SECONDS, so the run resumes when the broker is back.
+    """
     stop = stop or threading.Event()
     pipeline = plan.pipeline
     build_views(spark, plan, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
-    listener.branches = {q.name: len(q.sinks) for q in pipeline.queries}
+    listener.branches = {q.name: len(_targets(q)) for q in pipeline.queries}
     spark.streams.addListener(listener)
     result = RunResult(listener=listener)
+    specs = {q.name: q for q in pipeline.queries}
     queries: dict[str, StreamingQuery] = {}
+    retry_at: dict[str, float] = {}
     try:
-        for spec in pipeline.queries:
-            queries[spec.name], result.writers[spec.name] = _start(spark, plan, spec, opts)
-        # --once ends when every query has drained its input; a run ends when any query fails.
-        done = all if opts.once else any
-        while not stop.is_set() and not done(not q.isActive for q in queries.values()):
+        for name, spec in specs.items():
+            result.writers[name] = _writer(plan, spec, opts)
+            queries[name] = _start(spark, spec, result.writers[name], opts.once)
+        while not stop.is_set():
+            for name, q in queries.items():
+                failed = None if q.isActive or name in retry_at else _failure(name, q)
+                if failed is None:
+                    continue
+                if opts.once or not isinstance(failed, KafkaUnavailable):
+                    raise failed
+                out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
+                out.flush()
+                retry_at[name] = time.monotonic() + RETRY_SECONDS
+            for name, due in list(retry_at.items()):
+                if time.monotonic() >= due:
+                    del retry_at[name]
+                    queries[name] = _start(spark, specs[name], result.writers[name], opts.once)
+            # --once ends when every query has drained its input; a run ends when any query
+            # ends (a continuous query only ends by failing, handled above).
+            inactive = [not q.isActive for n, q in queries.items() if n not in retry_at]
+            if (all if opts.once else any)(inactive) and not retry_at:
+                break
             stop.wait(0.2)
         for q in queries.values():
             _stop_between_batches(q)
-        _raise_failures(queries)
+        for name, q in queries.items():
+            failed = _failure(name, q)
+            if failed:
+                raise failed
         for name, q in queries.items():
             if q.lastProgress:
                 listener.wait_for(name, q.lastProgress["batchId"])

@@ -63,6 +63,11 @@ class DeltaSink:
                 raise ValueError(f"table {self.table.name}: NULL in NOT NULL column {f.name}")
         return data.cast(schema)
 
+    def has(self, batch: BatchId) -> bool:
+        """Whether the table already holds this batch (or a later one) of this writer."""
+        done = self.open().transaction_version(batch.app_id)
+        return done is not None and done >= batch.batch
+
     def write(self, data: pa.Table, batch: BatchId) -> int:
         """Write one batch's rows, skipping a batch the table already has; returns rows written."""
         dt = self.open()

@@ -1,0 +1,7 @@
+-- Usable readings under a 30 s watermark. A reading sent twice (a producer retry) is dropped
+-- while within the watermark; readings behind it are dropped as late and counted in the run
+-- report (windows they belong to may already be closed).
+CREATE OR REPLACE TEMP VIEW readings AS
+SELECT DISTINCT device_id, sensor_freq, event_time, is_anomalous
+FROM sensor_readings WATERMARK event_time DELAY OF INTERVAL 30 SECONDS
+WHERE reject_reason IS NULL
