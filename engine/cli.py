@@ -42,7 +42,8 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
         p = registry.get(name)
         print(f"{name}: {p.description}")
         for q in p.queries:
-            print(f"  query {q.name}: {', '.join(q.sinks)}")
+            topics = [f"kafka topic {t}" for t in q.topics]
+            print(f"  query {q.name}: {', '.join([*q.sinks, *topics])}")
     return 0
 
 
@@ -123,6 +124,35 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_topics(registry: Registry) -> list[str]:
+    topics: set[str] = set()
+    for name in registry.names():
+        p = registry.get(name)
+        if p.source.kind == "kafka" and p.source.options.get("topic"):
+            topics.add(str(p.source.options["topic"]))
+        topics.update(t for q in p.queries for t in q.topics)
+    return sorted(topics)
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from engine.broker import Broker
+    from engine.run import stop_on_signals
+
+    topics = args.topics.split(",") if args.topics else _pipeline_topics(_registry(args))
+    stop = stop_on_signals()
+    with Broker(port=args.port).start(topics, partitions=args.partitions) as broker:
+        print(
+            f"kafka broker (tansu, in memory) on {broker.servers}; topics: {', '.join(topics)}; "
+            "Ctrl-C stops it",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            if broker.process is None or broker.process.poll() is not None:
+                raise UserError(f"broker: tansu on {broker.servers} exited")
+    print("broker stopped")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="runner.py", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
@@ -165,6 +195,12 @@ def _parser() -> argparse.ArgumentParser:
         "--since-last", action="store_true", help="only rows appended since the last validation"
     )
     qual.set_defaults(func=_cmd_quality)
+
+    broker = sub.add_parser("broker", help="run a local Kafka-protocol broker until Ctrl-C")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--topics", help="comma-separated (default: the pipelines' topics)")
+    broker.add_argument("--partitions", type=int, default=1, help="per new topic")
+    broker.set_defaults(func=_cmd_broker)
 
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
     gen.add_argument("pipeline")

@@ -27,3 +27,40 @@ def read_table(lake: Path, name: str, *, drop: tuple[str, ...] = ()) -> list[dic
     rows = DeltaTable(str(lake / name)).to_pyarrow_table().to_pylist()
     rows = [{k: v for k, v in r.items() if k not in drop} for r in rows]
     return sorted(rows, key=lambda r: [str(r[k]) for k in sorted(r)])
+
+
+@pytest.fixture
+def broker() -> Iterator[Any]:
+    """A real Kafka-protocol broker (tansu, in memory) with the sensor_cep topics, per test."""
+    from engine.broker import Broker
+
+    with Broker().start(["sensor-readings", "sensor-anomalies"]) as running:
+        yield running
+
+
+def produce(servers: str, topic: str, lines: list[str]) -> None:
+    """Send lines to a topic and wait until the broker has them all."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+    for line in lines:
+        producer.produce(topic, value=line)
+    assert producer.flush(30) == 0
+
+
+def consume(servers: str, topic: str, *, expect: int, timeout_s: float = 20.0) -> list[Any]:
+    """Messages of partition 0 from the start, until `expect` arrived or no more come."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "tests", "log_level": 0})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    messages: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(messages) < expect and time.monotonic() < deadline:
+        messages += [m for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    # Anything beyond `expect` (a duplicate) shows up within a moment.
+    messages += [m for m in consumer.consume(100, timeout=1.0) if m.error() is None]
+    consumer.close()
+    return messages

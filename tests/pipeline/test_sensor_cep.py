@@ -1,0 +1,152 @@
+"""sensor_cep on a hand-made input with known windows, from files and from a real broker."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.build import plan_pipeline
+from engine.errors import UserError
+from engine.pipeline import Registry
+from engine.run import RunOptions, RunResult, run_pipeline
+from tests.conftest import PROJECT, consume, produce, read_table
+
+SCENARIO = PROJECT / "tests" / "data" / "sensor_cep_scenario"
+ONE_FILE_PER_BATCH = {"source.maxFilesPerTrigger": "1"}
+
+# (window start, device, reading) of every sample, worked out by hand from the scenario files.
+# Batch 3's readings at 10:00:50 and 10:00:55 are behind the watermark (10:01:15) and dropped;
+# the window from 10:02:30 and later ones are still open at the end (watermark 10:03:10).
+EXPECTED_SAMPLES = sorted(
+    [
+        ("09:59:30", "377412", 10.0),
+        ("09:59:30", "377413", 20.0),
+        ("09:59:30", "377412", -5.0),  # anomaly: always kept
+        ("09:59:30", "377413", 30.0),
+        ("10:00:00", "377412", 10.0),  # first of 5 normal readings
+        ("10:00:00", "377412", -5.0),
+        ("10:00:00", "377413", 30.0),  # middle: index 5 // 2
+        ("10:00:00", "377412", 40.0),  # last
+        ("10:00:30", "377413", 50.0),
+        ("10:00:30", "377412", 40.0),
+        ("10:00:30", "377412", 60.0),
+        ("10:01:00", "377412", 60.0),
+        ("10:01:00", "377413", 70.0),  # middle and last of two: once
+        ("10:01:30", "377413", 70.0),
+        ("10:02:00", "377413", -1.0),  # only an anomaly
+    ]
+)
+# The same input grouped per window and device (the one-line SQL change).
+EXPECTED_PER_DEVICE = sorted(
+    [
+        ("09:59:30", "377412", 10.0),
+        ("09:59:30", "377412", -5.0),
+        ("09:59:30", "377413", 20.0),
+        ("09:59:30", "377413", 30.0),
+        ("10:00:00", "377412", 10.0),
+        ("10:00:00", "377412", -5.0),
+        ("10:00:00", "377412", 40.0),
+        ("10:00:00", "377413", 20.0),
+        ("10:00:00", "377413", 30.0),
+        ("10:00:00", "377413", 50.0),
+        ("10:00:30", "377412", 40.0),
+        ("10:00:30", "377412", 60.0),
+        ("10:00:30", "377413", 50.0),
+        ("10:01:00", "377412", 60.0),
+        ("10:01:00", "377413", 70.0),
+        ("10:01:30", "377413", 70.0),
+        ("10:02:00", "377413", -1.0),
+    ]
+)
+# Anomalies are alerted as they arrive, late or not.
+EXPECTED_ANOMALIES = sorted(
+    [("377412", -5.0, "10:00:20"), ("377413", -1.0, "10:02:30"), ("377412", -7.0, "10:00:55")]
+)
+
+
+def samples(lake: Path) -> list[tuple[str, str, float]]:
+    rows = read_table(lake, "sensor_samples")
+    return sorted(
+        (r["window_start"].strftime("%H:%M:%S"), r["device_id"], r["sensor_freq"]) for r in rows
+    )
+
+
+def anomalies(lake: Path) -> list[tuple[str, float, str]]:
+    rows = read_table(lake, "sensor_anomalies")
+    return sorted(
+        (r["device_id"], r["sensor_freq"], r["event_time"].strftime("%H:%M:%S")) for r in rows
+    )
+
+
+def alerts(servers: str) -> list[tuple[str, float, str]]:
+    found = []
+    for m in consume(servers, "sensor-anomalies", expect=len(EXPECTED_ANOMALIES)):
+        doc = json.loads(m.value())
+        assert m.key().decode() == doc["device_id"]
+        found.append((doc["device_id"], doc["sensor_freq"], doc["event_time"][11:19]))
+    return sorted(found)
+
+
+def run(spark, lake: Path, overrides: dict[str, str], *, registry: Registry | None = None,
+        input_path: Path | None = SCENARIO) -> RunResult:  # fmt: skip
+    pipeline = (registry or Registry()).get("sensor_cep").with_settings(overrides)
+    opts = RunOptions(
+        lake=lake, once=True, input_path=str(input_path) if input_path else None, quiet=True
+    )
+    return run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+
+
+def test_files_give_the_known_samples_anomalies_and_accounting(spark, broker, tmp_path):
+    lake = tmp_path / "lake"
+    kafka = {"kafka.bootstrap.servers": broker.servers}
+    result = run(spark, lake, {**ONE_FILE_PER_BATCH, **kafka})
+    assert samples(lake) == EXPECTED_SAMPLES
+    assert anomalies(lake) == EXPECTED_ANOMALIES
+    assert alerts(broker.servers) == EXPECTED_ANOMALIES
+    # Every input line is a reading, a quarantine row, a duplicate or late: none lost silently.
+    totals = result.listener.totals["samples"]
+    assert (totals.source_rows, totals.accepted, totals.duplicates, totals.late) == (15, 10, 1, 2)
+    reasons = sorted(r["reason"] for r in read_table(lake, "quarantine"))
+    assert reasons == ["malformed JSON", "unparseable event_time: yesterday"]
+    rows = read_table(lake, "sensor_samples")
+    assert {str(r["part_date"]) for r in rows} == {"2023-04-12"}
+    assert {(r["window_end"] - r["window_start"]).seconds for r in rows} == {60}
+    assert sum(r["is_anomalous"] for r in rows) == 3
+
+
+def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):
+    for folder in ("pipelines", "sql"):
+        shutil.copytree(PROJECT / folder, tmp_path / folder)
+    sql = tmp_path / "sql" / "sensor_cep" / "windowed_readings.sql"
+    text = sql.read_text()
+    line = "  CAST(w.start AS STRING) AS sample_group,\n"
+    assert text.count(line) == 1
+    sql.write_text(text.replace(line, "  concat_ws('/', w.start, device_id) AS sample_group,\n"))
+    lake = tmp_path / "lake"
+    kafka = {"kafka.bootstrap.servers": broker.servers}
+    run(spark, lake, {**ONE_FILE_PER_BATCH, **kafka}, registry=Registry(tmp_path / "pipelines"))
+    assert samples(lake) == EXPECTED_PER_DEVICE
+
+
+def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path):
+    lake = tmp_path / "lake"
+    kafka = {"kafka.bootstrap.servers": broker.servers}
+    # One run per file: each run reads what the topic holds, as one batch.
+    for part in sorted(SCENARIO.glob("part-*.json")):
+        produce(broker.servers, "sensor-readings", part.read_text().splitlines())
+        result = run(spark, lake, kafka, input_path=None)
+        assert result.listener.totals["samples"].batches >= 1
+    assert samples(lake) == EXPECTED_SAMPLES
+    assert anomalies(lake) == EXPECTED_ANOMALIES
+    assert alerts(broker.servers) == EXPECTED_ANOMALIES
+    sources = {r["source"] for r in read_table(lake, "quarantine")}
+    assert sources == {"sensor-readings:0:6", "sensor-readings:0:14"}
+
+
+def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
+    overrides = {"kafka.bootstrap.servers": broker.servers, "source.topic": "no-such-topic"}
+    with pytest.raises(UserError, match=r"source\.topic: no topic no-such-topic on 127\.0\.0\.1"):
+        run(spark, tmp_path / "lake", overrides, input_path=None)
