@@ -39,8 +39,7 @@ _ARROW = pa.schema(
         ("timestamp", pa.timestamp("us", tz=str(UTC))),
     ]
 )
-# Options of this source that are not librdkafka settings; everything else under `kafka.` is.
-_OWN = ("topic", "startingOffsets", "maxRecordsPerBatch", "failOnDataLoss", "timeout")
+READ_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,8 @@ class KafkaOptions:
             "enable.partition.eof": True,
             "socket.connection.setup.timeout.ms": int(self.timeout_s * 1000),
             "log_level": 0,  # failures are raised as KafkaUnavailable, one line
+            # A position the broker no longer has is reported, not silently moved.
+            "auto.offset.reset": "error",
             **(self.client or {}),
         }
 
@@ -172,35 +173,38 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         record batch, which is short of the end (docs/decisions.md). A fetch returns a record
         or end-of-partition, and with it the true high watermark.
         """
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
         consumer = self._client()
         topic = self.opts.topic
         consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
-        pending = set(positions)
+        pending, beyond = set(positions), set()
         deadline = time.monotonic() + self.opts.timeout_s
         while pending and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 err = msg.error()
-                if err is None or err.code() in (
-                    KafkaError._PARTITION_EOF,
-                    KafkaError.OFFSET_OUT_OF_RANGE,
-                ):
+                if err is None or err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
+                elif err.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                    pending.discard(msg.partition())
+                    beyond.add(msg.partition())  # past the end now: the broker lost data
+            for p in list(pending):
+                # tansu answers a fetch past the end with no records and no error, only the
+                # high watermark. A cached one below our position cannot be stale: positions
+                # come from earlier high watermarks.
+                high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1]
+                if 0 <= high < positions[p]:
+                    pending.discard(p)
         if pending:
             raise self._unavailable(f"no answer within {self.opts.timeout_s:g} s")
-        return {
+        ends = {
             p: max(0, consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1])
             for p in positions
+            if p not in beyond
         }
-
-    def _data_lost(self, partition: int, expected: int, high: int) -> None:
-        message = (
-            f"kafka topic {self.opts.topic} partition {partition} ends at offset {high}, "
-            f"before offset {expected} already read: the broker lost data (recreated topic?)"
-        )
-        if self.opts.fail_on_data_loss:
-            raise UserError(message + "; set source.failOnDataLoss=false to go on")
+        if beyond:
+            ends.update(self._ends(dict.fromkeys(beyond, OFFSET_BEGINNING)))
+        return ends
 
     def _latest(self) -> dict[int, int]:
         from confluent_kafka import OFFSET_BEGINNING
@@ -229,7 +233,7 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = {p: min(o, self._target.get(p, o)) for p, o in ends.items()}
         lost = {p for p in ends if ends[p] < begin[p]}
         for p in sorted(lost):
-            self._data_lost(p, begin[p], ends[p])
+            _lost(self.opts, p, begin[p])
         available = {p: max(0, ends[p] - begin[p]) for p in ends}
         capped = isinstance(limit, ReadMaxRows)
         take = split_limit(available, limit.max_rows) if capped else available
@@ -273,35 +277,61 @@ def read_range(
     try:
         consumer.assign([TopicPartition(opts.topic, partition, start)])
         position = start
-        deadline = time.monotonic() + opts.timeout_s
+        # Records the broker announced are there; a busy machine can be slow to hand over the
+        # first ones, so readers wait longer than the driver's reachability check.
+        patience = max(opts.timeout_s, READ_TIMEOUT_S)
+        deadline = time.monotonic() + patience
         while position < end:
             msgs = consumer.consume(num_messages=min(chunk, end - position), timeout=0.5)
             rows = []
             for m in msgs:
                 err = m.error()
+                gone = (
+                    KafkaError._PARTITION_EOF,
+                    KafkaError.OFFSET_OUT_OF_RANGE,
+                    KafkaError._AUTO_OFFSET_RESET,
+                )
+                if err is not None and err.code() in gone:
+                    _lost(opts, partition, max(position, m.offset()))
+                    end = -1  # read what is there, then stop
+                    break
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF and position < end:
-                        continue  # the broker is still appending what it acknowledged
                     raise KafkaUnavailable(
                         f"kafka topic {opts.topic} partition {partition}: {err.str()}"
                     )
                 if m.offset() >= end:
                     break
                 rows.append(m)
+            high = consumer.get_watermark_offsets(
+                TopicPartition(opts.topic, partition), cached=True
+            )
             if rows:
                 position = rows[-1].offset() + 1
-                deadline = time.monotonic() + opts.timeout_s
+                deadline = time.monotonic() + patience
                 yield _batch(rows)
+            elif 0 <= high[1] < position:
+                _lost(opts, partition, position)  # the broker ends before our position
+                break
             elif time.monotonic() > deadline:
                 raise KafkaUnavailable(
                     f"kafka broker {opts.servers} unreachable (kafka.bootstrap.servers): "
                     f"topic {opts.topic} partition {partition} stuck at offset {position} "
-                    f"of {end} for {opts.timeout_s:g} s"
+                    f"of {end} for {patience:g} s"
                 )
-            if msgs and msgs[-1].error() is None and msgs[-1].offset() >= end - 1:
+            if end < 0 or (msgs and msgs[-1].error() is None and msgs[-1].offset() >= end - 1):
                 break
     finally:
         consumer.close()
+
+
+def _lost(opts: KafkaOptions, partition: int, missing: int) -> None:
+    """A partition ends before an offset already planned or read: the broker lost records
+    (topic recreated, or retention). Going on is the user's decision."""
+    if opts.fail_on_data_loss:
+        raise UserError(
+            f"kafka topic {opts.topic} partition {partition} has no offset {missing} any more: "
+            "the broker lost data; set source.failOnDataLoss=false to go on"
+        )
 
 
 def _text(raw: bytes | None) -> str | None:

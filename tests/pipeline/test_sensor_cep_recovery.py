@@ -1,0 +1,172 @@
+"""sensor_cep against a real broker when things go wrong: a SIGKILL mid-stream, the broker
+going away and coming back, and a broker that is not there at all."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from engine.broker import Broker
+from engine.build import plan_pipeline
+from engine.generators.sensor_cep import generate_sensor_cep
+from engine.pipeline import Registry
+from engine.run import RunOptions, run_pipeline
+from tests.conftest import PROJECT, consume, produce, read_table
+from tests.pipeline.test_continuous import wait_until
+
+TOPICS = ["sensor-readings", "sensor-anomalies"]
+DROP = ("ingested_at", "detected_at")  # wall-clock columns, different in every run
+
+
+def snapshot(lake: Path) -> dict[str, list[dict]]:
+    return {
+        t: read_table(lake, t, drop=DROP)
+        for t in ("sensor_samples", "sensor_anomalies", "quarantine")
+    }
+
+
+def runner_command(lake: Path, servers: str) -> list[str]:
+    return [
+        sys.executable,
+        str(PROJECT / "runner.py"),
+        "run",
+        "sensor_cep",
+        "--once",
+        "--lake",
+        str(lake),
+        "--conf",
+        f"kafka.bootstrap.servers={servers}",
+        "--conf",
+        "source.maxRecordsPerBatch=400",
+    ]
+
+
+def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, broker, tmp_path):
+    summary = generate_sensor_cep(
+        f"kafka://{broker.servers}/sensor-readings", events=4000, seed=3, faults=True
+    )
+    assert summary.late and summary.duplicates and summary.anomalies
+    reference = tmp_path / "reference"
+    pipeline = (
+        Registry()
+        .get("sensor_cep")
+        .with_settings(
+            {"kafka.bootstrap.servers": broker.servers, "source.maxRecordsPerBatch": "400"}
+        )
+    )
+    run_pipeline(
+        spark, plan_pipeline(pipeline, once=True), RunOptions(lake=reference, once=True, quiet=True)
+    )
+    expected = snapshot(reference)
+    assert len(expected["sensor_anomalies"]) == summary.anomalies
+
+    # The same input on a second broker, read by a run that is killed, then restarted.
+    with Broker().start(TOPICS) as other:
+        generate_sensor_cep(
+            f"kafka://{other.servers}/sensor-readings", events=4000, seed=3, faults=True
+        )
+        lake = tmp_path / "lake"
+        command = runner_command(lake, other.servers)
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # the kill takes the JVM and Python workers down too
+        )
+        seen = []
+        deadline = time.monotonic() + 300
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("[samples] batch 3:") or time.monotonic() > deadline:
+                break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        commits = lake / "_checkpoints" / "sensor_cep" / "samples" / "commits"
+        assert 3 <= len(list(commits.iterdir())) < 10, "the kill must land mid-stream"
+
+        restart = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert restart.returncode == 0, restart.stderr
+        assert snapshot(lake) == expected
+        # Every anomaly reached the topic (a batch cut short by the kill may be sent twice).
+        sent = consume(other.servers, "sensor-anomalies", expect=summary.anomalies)
+        readings = {
+            (d["device_id"], d["sensor_freq"]) for d in (json.loads(m.value()) for m in sent)
+        }
+        assert readings == {
+            (r["device_id"], r["sensor_freq"]) for r in expected["sensor_anomalies"]
+        }
+
+
+ANOMALY = '{{"device_id": {d}, "sensor_freq": -{d}.5, "event_time": "2023-04-12 10:00:{s:02d}"}}'
+
+
+def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tmp_path):
+    broker = Broker().start(TOPICS)
+    lake = tmp_path / "lake"
+    pipeline = (
+        Registry()
+        .get("sensor_cep")
+        .with_settings(
+            {
+                "kafka.bootstrap.servers": broker.servers,
+                "kafka.message.timeout.ms": "3000",
+                "source.timeout": "2",
+                # The in-memory broker comes back empty: its offsets start again at 0.
+                "source.failOnDataLoss": "false",
+            }
+        )
+    )
+    pipeline = replace(
+        pipeline, queries=tuple(replace(q, trigger="1 second") for q in pipeline.queries)
+    )
+    out = io.StringIO()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_pipeline(
+                spark,
+                plan_pipeline(pipeline),
+                RunOptions(lake=lake, quiet=True),
+                stop=stop,
+                out=out,
+            )
+        except BaseException as err:  # surfaced by the assertions below
+            failures.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        produce(
+            broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1), ANOMALY.format(d=2, s=2)]
+        )
+        anomalies = lambda: {r["device_id"] for r in read_table(lake, "sensor_anomalies")}  # noqa: E731
+        wait_until(lambda: (lake / "sensor_anomalies").exists() and anomalies() == {"1", "2"})
+
+        broker.stop()
+        wait_until(lambda: "unreachable" in out.getvalue(), timeout_s=60)
+        line = next(ln for ln in out.getvalue().splitlines() if "unreachable" in ln)
+        assert line.startswith("query ") and f"kafka broker {broker.servers} unreachable" in line
+        assert "retrying every" in line and "Traceback" not in out.getvalue()
+
+        broker.start(TOPICS)  # same port, empty topics
+        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=3, s=3)])
+        wait_until(lambda: anomalies() == {"1", "2", "3"}, timeout_s=120)
+        # The new broker got the alert that came after the outage.
+        sent = consume(broker.servers, "sensor-anomalies", expect=1)
+        assert [json.loads(m.value())["device_id"] for m in sent] == ["3"]
+    finally:
+        stop.set()
+        thread.join(180)
+        broker.stop()
+    assert not failures, failures
