@@ -53,6 +53,15 @@ def _is_not_null(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
     return df[arg].notna()
 
 
+def _is_negative(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
+    return df[arg].astype("float64") < 0
+
+
+def _seconds_between(df: pd.DataFrame, arg: list[str], now: dt.datetime) -> pd.Series:
+    a, b = arg
+    return (df[b] - df[a]).dt.total_seconds()
+
+
 def _hours_before_run(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
     return (pd.Timestamp(now) - df[arg]).dt.total_seconds() / 3600.0
 
@@ -65,6 +74,8 @@ DERIVED_KINDS: Mapping[str, Callable[[pd.DataFrame, Any, dt.datetime], pd.Series
     "product_of": _product_of,
     "is_null": _is_null,
     "is_not_null": _is_not_null,
+    "is_negative": _is_negative,
+    "seconds_between": _seconds_between,
     "hours_before_run": _hours_before_run,
 }
 
@@ -123,7 +134,7 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
         d = Derived(str(name), kind, arg)
         well_formed = (
             isinstance(arg, list) and len(arg) == 2
-            if kind in ("abs_diff", "product_of")
+            if kind in ("abs_diff", "product_of", "seconds_between")
             else isinstance(arg, str)
         )
         if kind == "sum_of" and well_formed:

@@ -48,6 +48,18 @@ def cart(customer: str = "a", total: float = 0.3) -> dict[str, Any]:
     }
 
 
+def sample(freq: float = 10.0, second: int = 5, anomalous: bool | None = None) -> dict[str, Any]:
+    return {
+        "window_start": T,
+        "window_end": T + timedelta(seconds=60),
+        "device_id": "377412",
+        "sensor_freq": freq,
+        "event_time": T + timedelta(seconds=second),
+        "is_anomalous": freq < 0 if anomalous is None else anomalous,
+        "part_date": T.date(),
+    }
+
+
 CLEAN: dict[str, list[dict[str, Any]]] = {
     "events": [event("a"), event("b", price=0.0)],
     "sessions": [
@@ -79,6 +91,15 @@ CLEAN: dict[str, list[dict[str, Any]]] = {
             "unit_price": 2.0,
             "quantity": 2,
             "amount": 4.0,
+        }
+    ],
+    "sensor_samples": [sample(10.0, 5), sample(-5.0, 20), sample(30.0, 59)],
+    "sensor_anomalies": [
+        {
+            "device_id": "377412",
+            "sensor_freq": -5.0,
+            "event_time": T,
+            "detected_at": T + timedelta(days=2000),
         }
     ],
     "quarantine": [
@@ -143,8 +164,8 @@ def test_clean_lake_passes_every_suite(tmp_path):
     run = cli("--lake", str(lake))
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert [ln.split(":")[0] for ln in lines[:5]] == sorted(CLEAN)
-    assert all(": passed (" in ln for ln in lines[:5])
+    assert [ln.split(":")[0] for ln in lines[: len(CLEAN)]] == sorted(CLEAN)
+    assert all(": passed (" in ln for ln in lines[: len(CLEAN)])
     summary = json.loads((lake / "_quality" / "summary.json").read_text())
     assert summary["passed"] and set(summary["tables"]) == set(CLEAN)
     assert summary["tables"]["sessions"]["version"] == 1
@@ -196,6 +217,15 @@ def test_session_rules_catch_an_inconsistent_close(tmp_path):
     ]
 
 
+def test_sensor_rules_catch_a_wrong_flag_and_a_reading_outside_its_window(tmp_path):
+    write(tmp_path, "sensor_samples", [*CLEAN["sensor_samples"], sample(7.0, 60, anomalous=True)])
+    [result] = validate_lake(tmp_path, tmp_path / "report", ["sensor_samples"]).results
+    assert [o.expectation for o in result.expectations if not o.success] == [
+        "expect_column_pair_values_a_to_be_greater_than_b(window_end, event_time)",
+        "expect_column_pair_values_to_be_equal(is_anomalous, negative_freq)",
+    ]
+
+
 def test_freshness_is_relative_to_the_validation_time(tmp_path):
     write(tmp_path, "quarantine", CLEAN["quarantine"])
     later = datetime.now(UTC) + timedelta(hours=25)
@@ -226,7 +256,9 @@ def test_missing_tables_are_skipped_unless_named(tmp_path):
     write(tmp_path, "purchases", CLEAN["purchases"])
     report = validate_lake(tmp_path)
     assert [r.table for r in report.results] == ["purchases"]
-    assert report.skipped == ["carts", "events", "quarantine", "sessions"]
+    assert report.skipped == [
+        "carts", "events", "quarantine", "sensor_anomalies", "sensor_samples", "sessions"
+    ]  # fmt: skip
     with pytest.raises(UserError, match="table 'carts' is not in the lake"):
         validate_lake(tmp_path, tables=["carts"])
 
