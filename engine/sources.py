@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from engine.errors import UserError
@@ -47,7 +48,14 @@ def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> 
         for k, v in native.items():
             if v not in (None, ""):
                 reader = reader.option(k, v)
-        return reader.load().selectExpr(
+        try:
+            loaded = reader.load()
+        except PySparkException as err:
+            raise UserError(
+                "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar), "
+                f"which this Spark does not have ({str(err).splitlines()[0][:80]})"
+            ) from None
+        return loaded.selectExpr(
             "CAST(key AS STRING) AS key",
             "CAST(value AS STRING) AS value",
             "topic",

@@ -52,6 +52,11 @@ def test_pipelines_lists_tables():
         ),
         (("query", "SELECT 1", "--lake", "/no/such/lake"), "--lake: no lake at /no/such/lake"),
         (("generate", "nope", "--out", "x"), "no generator for pipeline 'nope'"),
+        (
+            ("run", "sensor_cep", "--once", "--conf", "source.connector=native"),
+            "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar)",
+        ),
+        (("run", "sensor_cep", "--conf", "source.startingOffsets=now"), "source.startingOffsets"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(args, message):
