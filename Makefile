@@ -39,6 +39,7 @@ test: lint
 
 bench: setup
 	$(PY) bench/bench_server_logs.py
+	$(PY) bench/bench_sensor_cep.py
 
 clean:
 	rm -rf $(VENV) lake build *.egg-info .pytest_cache .ruff_cache

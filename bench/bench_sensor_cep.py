@@ -415,12 +415,13 @@ def _stop_run(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> int:
 
 
 def _batch_summary(t: QueryTimes) -> dict[str, Any]:
-    """Batch count and duration (planned to committed) figures of one query."""
-    batches = sorted(t.batch_s)
+    """Batch count and durations (planned to committed) of one query. Median and max leave out
+    batch 0, which ran on the empty topic before the load started (it includes warm-up)."""
+    loaded = sorted(t.batch_s[1:])
     return {
-        "batches": len(batches),
-        "batch_median_s": statistics.median(batches),
-        "batch_max_s": batches[-1],
+        "batches": len(t.batch_s),
+        "batch_median_s": statistics.median(loaded) if loaded else None,
+        "batch_max_s": loaded[-1] if loaded else None,
         "batch_s": t.batch_s,
     }
 
@@ -490,8 +491,10 @@ def print_figures(data: dict[str, Any]) -> None:
                 f"   exit {lat.get('exit_code')}"
             )
         for query, v in lat.get("queries", {}).items():
+            if v["batch_median_s"] is None:
+                continue
             print(
-                f"{'  query ' + query:<24}{v['batches']} batches, median "
+                f"{'  query ' + query:<24}{v['batches']} batches; after batch 0: median "
                 f"{v['batch_median_s']:.2f} s, max {v['batch_max_s']:.2f} s"
             )
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from engine.errors import UserError
-from engine.generators.server_logs import _prepare_folder
+from engine.generators import prepare_folder
 
 if TYPE_CHECKING:
     # confluent_kafka is imported only when writing to Kafka.
@@ -149,7 +149,7 @@ def generate_sensor_cep(
         finally:
             kafka.close()
         return lines.summary(files=0)
-    folder = _prepare_folder(Path(out))
+    folder = prepare_folder(Path(out))
     with _progress_bar(lines, progress) as report:
         files = _write_files(lines, folder, lines_per_file, report)
     return lines.summary(files=files)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from engine.generators import prepare_folder
+
 __all__ = [
     "DUPLICATE_MAX_DISTANCE",
     "LATE_MIN_AGE_SECONDS",
@@ -115,7 +117,7 @@ def generate_server_logs(
     """
     n_customers = max(1, events // 100) if customers is None else customers
     _check_arguments(events, n_customers, lines_per_file)
-    folder = _prepare_folder(Path(out))
+    folder = prepare_folder(Path(out))
     rng = random.Random(seed)
     # Faults draw from their own generator so that, with or without them, customers make the
     # same events; faults=True only holds some back as late ones and adds the broken lines.
@@ -142,13 +144,6 @@ def _check_arguments(events: int, customers: int, lines_per_file: int) -> None:
     ):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
-
-
-def _prepare_folder(folder: Path) -> Path:
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise FileExistsError(f"{folder} exists and is not an empty folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _catalog_size(customers: int) -> int:

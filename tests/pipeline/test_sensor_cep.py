@@ -150,3 +150,42 @@ def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
     overrides = {"kafka.bootstrap.servers": broker.servers, "source.topic": "no-such-topic"}
     with pytest.raises(UserError, match=r"source\.topic: no topic no-such-topic on 127\.0\.0\.1"):
         run(spark, tmp_path / "lake", overrides, input_path=None)
+
+
+def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broker, tmp_path):
+    from engine.batch_writer import MultiTableWriter, tag_views
+    from engine.kafka_sink import TopicSink
+    from engine.sinks import DeltaSink
+    from engine.tables import load_tables
+
+    table = load_tables()["sensor_anomalies"]
+    rows = spark.createDataFrame(
+        [("7", -1.5, "2023-04-12 10:00:01"), ("8", -2.5, "2023-04-12 10:00:02")],
+        "device_id STRING, sensor_freq DOUBLE, event_time STRING",
+    ).selectExpr(
+        "device_id",
+        "sensor_freq",
+        "CAST(event_time AS TIMESTAMP) AS event_time",
+        "current_timestamp() AS detected_at",
+        "device_id AS key",
+        "to_json(named_struct('device_id', device_id, 'sensor_freq', sensor_freq)) AS value",
+    )
+    topic = TopicSink("sensor-anomalies", {"bootstrap.servers": broker.servers}, where=tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id": "test"}')
+    writer = MultiTableWriter(
+        pipeline="sensor_cep",
+        query="anomalies",
+        sinks=[DeltaSink(table, tmp_path / "lake"), topic],
+        checkpoint=checkpoint,
+    )
+    batch = tag_views([(table, "anomalies", rows), (topic.table, "anomaly_alerts", rows)])
+    writer(batch, 0)
+    writer(batch, 0)  # Spark replays a batch whose commit it did not record
+    assert writer.written == {"sensor_anomalies": 2, "kafka:sensor-anomalies": 2}
+    sent = consume(broker.servers, "sensor-anomalies", expect=2)
+    assert sorted(m.key() for m in sent) == [b"7", b"8"]
+    assert dict(sent[0].headers())["batch_id"] == b"0"
+    writer(batch, 1)  # the next batch is sent
+    assert len(consume(broker.servers, "sensor-anomalies", expect=4)) == 4

@@ -55,7 +55,11 @@ def rows(sink: DeltaSink) -> list[dict]:
 
 
 def test_table_definitions():
-    assert set(TABLES) == {"events", "sessions", "carts", "purchases", "quarantine"}
+    assert set(TABLES) == {"events", "sessions", "carts", "purchases", "quarantine"} | {
+        "sensor_samples",
+        "sensor_anomalies",
+    }
+    assert TABLES["sensor_samples"].partition_by == ("part_date",)
     assert TABLES["sessions"].key == ("customer_id", "session_start")
     assert TABLES["events"].partition_by == ("event_date",)
     assert TABLES["carts"].arrow_schema.field("products").type == pa.list_(
