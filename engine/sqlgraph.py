@@ -136,12 +136,18 @@ class SqlStep:
     references: frozenset[str]
     watermarks: tuple[tuple[str, str], ...]
     distinct: bool
+    #: For `SELECT k, any_value(c) AS c ... GROUP BY k`: the output names of the keys.
+    dedup_keys: tuple[str, ...] = ()
 
     def query_sql(self, *, drop_distinct: bool = False, watermark_delay: str | None = None) -> str:
-        """The view's query as Spark SQL, optionally without its top-level DISTINCT
-        or with every watermark delay replaced (e.g. "2 minutes")."""
+        """The view's query as Spark SQL, optionally without its deduplication (top-level
+        DISTINCT, or GROUP BY with any_value) or with every watermark delay replaced."""
         query = self.tree.expression.copy()
-        if drop_distinct and self.distinct:
+        if drop_distinct and self.dedup_keys:
+            query.set("group", None)
+            for call in list(query.find_all(exp.AnyValue, exp.First)):
+                call.replace(call.this)
+        elif drop_distinct and self.distinct:
             query.set("distinct", None)
         if watermark_delay is not None:
             match = _DELAY.fullmatch(watermark_delay.strip())
@@ -157,7 +163,10 @@ class SqlStep:
         return query.sql(dialect=SparkStreaming)
 
     def distinct_columns(self) -> list[str]:
-        """Output column names of the top-level SELECT; each projection must have one."""
+        """The columns that identify a duplicate: the GROUP BY keys of the any_value form,
+        else every output column of the top-level SELECT (each must have a name)."""
+        if self.dedup_keys:
+            return list(self.dedup_keys)
         names = []
         for projection in self.tree.expression.selects:
             name = projection.output_name
@@ -197,6 +206,38 @@ def _reference_tables(query: exp.Expression) -> list[tuple[str, exp.Table]]:
         for table in query.find_all(exp.Table, bfs=False)
         if (name := _table_name(table)) and name not in ctes
     ]
+
+
+def _dedup_keys(query: exp.Expression, path: Path) -> tuple[str, ...]:
+    """Output names of the GROUP BY keys when every other column is any_value()/first():
+    such a query keeps one row per key, which is what streaming deduplication does."""
+    if not isinstance(query, exp.Select) or not query.args.get("group"):
+        return ()
+    if query.args.get("having") or query.args.get("distinct"):
+        return ()
+    groups = query.args["group"].expressions
+    if not groups or not all(isinstance(g, exp.Column) for g in groups):
+        return ()
+    wanted = {g.name.lower() for g in groups}
+    keys: dict[str, str] = {}
+    for projection in query.selects:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(inner, exp.Column) and inner.name.lower() in wanted:
+            keys[inner.name.lower()] = projection.output_name
+        elif isinstance(inner, (exp.AnyValue, exp.First)):
+            if not isinstance(projection, exp.Alias):
+                line, col = _position(projection)
+                raise SqlError(
+                    f"name the column {projection.sql(dialect=SparkStreaming)!r} (AS name)",
+                    path=path,
+                    line=line,
+                    col=col,
+                )
+        else:
+            return ()
+    if set(keys) != wanted:
+        return ()  # a key that is not selected: a plain aggregation, left to Spark
+    return tuple(keys[g.name.lower()] for g in groups)
 
 
 def load_step(path: Path) -> SqlStep:
@@ -242,6 +283,7 @@ def load_step(path: Path) -> SqlStep:
         )
 
     query = create.expression
+    dedup = _dedup_keys(query, path)
     return SqlStep(
         name=view.lower(),
         path=path,
@@ -252,7 +294,8 @@ def load_step(path: Path) -> SqlStep:
             (w.expression.alias_or_name, w.args["delay"].sql(dialect=SparkStreaming))
             for w in query.find_all(Watermark, bfs=False)
         ),
-        distinct=isinstance(query, exp.Select) and bool(query.args.get("distinct")),
+        distinct=isinstance(query, exp.Select) and bool(query.args.get("distinct") or dedup),
+        dedup_keys=dedup,
     )
 
 

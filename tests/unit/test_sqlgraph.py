@@ -168,6 +168,13 @@ def test_watermarks(tmp_path: Path, query: str, watermarks: tuple[tuple[str, str
         ("SELECT a FROM (SELECT DISTINCT a FROM t)", False, ["a"]),
         ("SELECT a FROM t UNION SELECT a FROM u", False, ["a"]),
         ("WITH x AS (SELECT a FROM t) SELECT DISTINCT a FROM x", True, ["a"]),
+        # GROUP BY with any_value()/first() only: one row per key, deduplication by the keys.
+        ("SELECT U AS u, ts, any_value(g) AS g FROM t GROUP BY U, ts", True, ["u", "ts"]),
+        ("SELECT first(g) AS g, k FROM t GROUP BY k", True, ["k"]),
+        # Real aggregations, HAVING or an unselected key stay aggregations.
+        ("SELECT k, count(*) AS n FROM t GROUP BY k", False, ["k", "n"]),
+        ("SELECT k, any_value(g) AS g FROM t GROUP BY k HAVING k > 1", False, ["k", "g"]),
+        ("SELECT any_value(g) AS g FROM t GROUP BY k", False, ["g"]),
     ],
 )
 def test_distinct(tmp_path: Path, query: str, distinct: bool, columns: list[str]) -> None:
@@ -227,6 +234,23 @@ def test_query_sql(tmp_path: Path, kwargs: dict[str, object], expected: str) -> 
     before = loaded.tree.copy()
     assert loaded.query_sql(**kwargs) == expected
     assert loaded.tree == before
+
+
+def test_any_value_grouping_runs_as_deduplication(tmp_path: Path) -> None:
+    loaded = step(
+        tmp_path,
+        "v",
+        "SELECT U AS u, ts, any_value(g) AS g FROM src WATERMARK ts DELAY OF INTERVAL 5 SECONDS"
+        " GROUP BY U, ts",
+    )
+    assert loaded.query_sql(drop_distinct=True) == (
+        "SELECT U AS u, ts, g AS g FROM src WATERMARK ts DELAY OF INTERVAL '5' SECONDS"
+    )
+
+
+def test_any_value_columns_need_names(tmp_path: Path) -> None:
+    with pytest.raises(SqlError, match="name the column 'ANY_VALUE\\(g\\)'"):
+        step(tmp_path, "v", "SELECT k, any_value(g) FROM t GROUP BY k")
 
 
 def test_query_sql_replaces_every_watermark(tmp_path: Path) -> None:
