@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pyspark.accumulators import Accumulator
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from engine.errors import KafkaUnavailable, UserError
-from engine.handler_adapter import apply_handler
+from engine.handler_adapter import CountsParam, apply_handler
 from engine.pipeline import HandlerSpec, Pipeline
 from engine.sources import open_source
 from engine.sqlgraph import SqlError, SqlStep, load_steps, order_steps
@@ -169,15 +171,22 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None
 
 
-def build_views(spark: SparkSession, plan: Plan, *, input_path: str | None = None) -> None:
-    """Register the source and every view of the plan as streaming temp views, in order."""
+def build_views(
+    spark: SparkSession, plan: Plan, *, input_path: str | None = None
+) -> dict[str, Accumulator]:
+    """Register the source and every view of the plan as streaming temp views, in order;
+    returns each handler's counts accumulator (see `Step.counts`)."""
     pipeline = plan.pipeline
     source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
+    counts: dict[str, Accumulator] = {}
     for name in plan.order:
         if name in plan.steps:
             _sql_view(spark, plan.steps[name], delay)
         else:
             spec, handler = plan.handlers[name]
-            apply_handler(spark.table(spec.input), handler).createOrReplaceTempView(name)
+            counts[name] = spark.sparkContext.accumulator(Counter(), CountsParam())
+            view = apply_handler(spark.table(spec.input), handler, counts=counts[name])
+            view.createOrReplaceTempView(name)
+    return counts

@@ -153,6 +153,19 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_orders(args: argparse.Namespace) -> int:
+    from engine.order_server import OrderServer
+    from engine.run import stop_on_signals
+
+    server = OrderServer(args.host, args.port, rate=args.rate, count=args.count, seed=args.seed)
+    stop = stop_on_signals()
+    with server:
+        print(f"{server.describe()}; Ctrl-C stops", flush=True)
+        summary = server.serve(stop)
+    print(summary, flush=True)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="runner.py", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
@@ -201,6 +214,14 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--topics", help="comma-separated (default: the pipelines' topics)")
     broker.add_argument("--partitions", type=int, default=1, help="per new topic")
     broker.set_defaults(func=_cmd_broker)
+
+    orders = sub.add_parser("serve-orders", help="serve JSON orders over TCP until Ctrl-C")
+    orders.add_argument("--port", type=int, default=9998)
+    orders.add_argument("--host", default="127.0.0.1")
+    orders.add_argument("--rate", type=float, default=10.0, help="orders per second (0: no limit)")
+    orders.add_argument("--count", type=int, help="stop after this many (default: no limit)")
+    orders.add_argument("--seed", type=int, default=0)
+    orders.set_defaults(func=_cmd_serve_orders)
 
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
     gen.add_argument("pipeline")

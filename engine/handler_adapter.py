@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import DataType
 
 from handlers.base import StateHandler, Step
 
-__all__ = ["apply_handler"]
+__all__ = ["CountsParam", "apply_handler"]
 
 _TIMEOUTS = {
     "none": GroupStateTimeout.NoTimeout,
@@ -43,8 +45,22 @@ def _store(handler: StateHandler, state: GroupState, step: Step) -> None:
         state.setTimeoutDuration(int(handler.timeout.total_seconds() * 1000))
 
 
-def apply_handler(df: DataFrame, handler: StateHandler) -> DataFrame:
-    """Group `df` by the handler's key and run it, keeping its state in Spark's state store."""
+class CountsParam(AccumulatorParam):
+    """Sums `Step.counts` from the Python workers into one Counter on the driver."""
+
+    def zero(self, value: Counter[str]) -> Counter[str]:
+        return Counter()
+
+    def addInPlace(self, value1: Counter[str], value2: Counter[str]) -> Counter[str]:
+        value1.update(value2)
+        return value1
+
+
+def apply_handler(
+    df: DataFrame, handler: StateHandler, *, counts: Accumulator | None = None
+) -> DataFrame:
+    """Group `df` by the handler's key and run it, keeping its state in Spark's state store;
+    `counts` (a CountsParam accumulator) receives the handler's `Step.counts`."""
     columns = DataType.fromDDL(handler.output_schema).fieldNames()
 
     def run(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState):
@@ -54,6 +70,8 @@ def apply_handler(df: DataFrame, handler: StateHandler) -> DataFrame:
         else:
             step = handler.update(key, previous, _events(handler, frames))
         _store(handler, state, step)
+        if counts is not None and step.counts:
+            counts.add(Counter(step.counts))
         if step.outputs:
             yield pd.DataFrame(list(step.outputs), columns=columns)
 

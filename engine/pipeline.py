@@ -23,6 +23,7 @@ __all__ = [
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 SourceKind = Literal["files", "kafka", "socket", "rate"]
+OutputMode = Literal["append", "update"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class QuerySpec:
     trigger: str | None = None
     pool: str | None = None
     topics: Mapping[str, str] = field(default_factory=dict)
+    #: "update" for queries with a SQL aggregation (rows out as they change, merged by key).
+    output_mode: OutputMode = "append"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,12 @@ def _require(spec: Mapping[str, Any], key: str, where: Path) -> Any:
     return spec[key]
 
 
+def _output_mode(mode: str, where: Path) -> OutputMode:
+    if mode not in ("append", "update"):
+        raise UserError(f"{where}: output_mode must be append or update, not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
 def _load(path: Path) -> Pipeline:
     try:
         spec = yaml.safe_load(path.read_text()) or {}
@@ -134,6 +143,7 @@ def _load(path: Path) -> Pipeline:
             trigger=q.get("trigger"),
             pool=q.get("pool"),
             topics=dict(q.get("topics") or {}),
+            output_mode=_output_mode(q.get("output_mode", "append"), path),
         )
         for name, q in _require(spec, "queries", path).items()
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -46,6 +47,7 @@ class RunResult:
 
     writers: dict[str, MultiTableWriter] = field(default_factory=dict)
     listener: ProgressListener | None = None
+    handler_counts: dict[str, Accumulator] = field(default_factory=dict)
 
     def report(self, out: TextIO) -> None:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
@@ -64,6 +66,10 @@ class RunResult:
                     + (f" (NOT ACCOUNTED FOR: {missing:,})" if missing else "")
                     + "\n"
                 )
+        for name, acc in self.handler_counts.items():
+            if acc.value:
+                counted = ", ".join(f"{k} {v:,}" for k, v in sorted(acc.value.items()))
+                out.write(f"handler {name}: {counted}\n")
 
 
 def _trigger(spec: QuerySpec, once: bool) -> dict[str, object]:
@@ -97,6 +103,7 @@ def _start(
         tag_views(views)
         .writeStream.queryName(spec.name)
         .foreachBatch(writer)
+        .outputMode(spec.output_mode)
         .option("checkpointLocation", str(writer.checkpoint))
         .trigger(**_trigger(spec, once))
         .start()
@@ -147,11 +154,11 @@ def run_pipeline(
     """
     stop = stop or threading.Event()
     pipeline = plan.pipeline
-    build_views(spark, plan, input_path=opts.input_path)
+    handler_counts = build_views(spark, plan, input_path=opts.input_path)
     listener = ProgressListener(out, quiet=opts.quiet)
     listener.branches = {q.name: len(_targets(q)) for q in pipeline.queries}
     spark.streams.addListener(listener)
-    result = RunResult(listener=listener)
+    result = RunResult(listener=listener, handler_counts=handler_counts)
     specs = {q.name: q for q in pipeline.queries}
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}

@@ -67,11 +67,14 @@ def from_us(us: int) -> datetime:
 
 @dataclass(frozen=True)
 class Step(Generic[StateT]):
-    """What a handler decided for one key: new state (None drops it), rows out, next timer."""
+    """What a handler decided for one key: new state (None drops it), rows out, next timer,
+    and counts for the run report."""
 
     state: StateT | None
     outputs: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     timer_us: int | None = None
+    #: Events counted rather than emitted (e.g. ignored ones), summed into the run's report.
+    counts: Mapping[str, int] = field(default_factory=dict)
 
 
 class StateHandler(Generic[StateT]):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["prepare_folder"]
+__all__ = ["prepare_folder", "write_part"]
 
 
 def prepare_folder(folder: Path) -> Path:
@@ -13,3 +15,18 @@ def prepare_folder(folder: Path) -> Path:
         raise FileExistsError(f"{folder} exists and is not an empty folder")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def write_part(folder: Path, number: int, lines: Sequence[str], started_ns: int) -> None:
+    """Write ``folder/part-NNNNN.json`` (one line each) with mtime ``started_ns + number`` s."""
+    final = folder / f"part-{number:05d}.json"
+    # A dot name hides the half-written file from Spark's file source until the rename.
+    partial = folder / f".{final.name}.tmp"
+    with partial.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.write("\n".join(lines))
+        handle.write("\n")
+    # Spark's file source reads files in modification-time order; equal times (files written
+    # within a millisecond) would let it read them out of order.
+    stamp = started_ns + number * 1_000_000_000
+    os.utime(partial, ns=(stamp, stamp))
+    os.replace(partial, final)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import os
 import random
 import re
 import sys
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from engine.errors import UserError
-from engine.generators import prepare_folder
+from engine.generators import prepare_folder, write_part
 
 if TYPE_CHECKING:
     # confluent_kafka is imported only when writing to Kafka.
@@ -444,27 +443,13 @@ def _write_files(
         buffer.append(text)
         if len(buffer) >= lines_per_file:
             files += 1
-            _write_part(folder, files, buffer, started_ns)
+            write_part(folder, files, buffer, started_ns)
             buffer = []
             report()
     if buffer:
         files += 1
-        _write_part(folder, files, buffer, started_ns)
+        write_part(folder, files, buffer, started_ns)
     return files
-
-
-def _write_part(folder: Path, number: int, lines: list[str], started_ns: int) -> None:
-    final = folder / f"part-{number:05d}.json"
-    # A dot name hides the half-written file from Spark's file source until the rename.
-    partial = folder / f".{final.name}.tmp"
-    with partial.open("w", encoding="utf-8", newline="\n") as handle:
-        handle.write("\n".join(lines))
-        handle.write("\n")
-    # Spark's file source reads files in modification-time order; equal times (files written
-    # within a millisecond) would let it read them out of order.
-    stamp = started_ns + number * 1_000_000_000
-    os.utime(partial, ns=(stamp, stamp))
-    os.replace(partial, final)
 
 
 def _parse_kafka_url(url: str) -> tuple[str, str]:

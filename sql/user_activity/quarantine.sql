@@ -1,0 +1,10 @@
+-- Records that cannot be used, with the reason, for the shared `quarantine` table.
+CREATE OR REPLACE TEMP VIEW quarantine AS
+SELECT
+  'user_activity' AS pipeline,
+  origin AS source,
+  raw,
+  reject_reason AS reason,
+  current_timestamp() AS ingested_at
+FROM activity_records
+WHERE reject_reason IS NOT NULL
