@@ -105,8 +105,13 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from engine.generators.sensor_cep import generate_sensor_cep
     from engine.generators.server_logs import generate_server_logs
+    from engine.generators.user_activity import generate_user_activity
 
-    generators = {"sensor_cep": generate_sensor_cep, "server_logs": generate_server_logs}
+    generators = {
+        "sensor_cep": generate_sensor_cep,
+        "server_logs": generate_server_logs,
+        "user_activity": generate_user_activity,
+    }
     generate = generators.get(args.pipeline)
     if generate is None:
         raise UserError(

@@ -144,19 +144,19 @@ def generate_user_activity(
     lines_per_file: int = 1000,
     progress: bool = False,
 ) -> GenerationSummary:
-    """Write about ``events`` valid records (plus faults if asked) to ``out/part-00001.json``...
+    """Write ``events`` valid records (plus faults if asked) to ``out/part-00001.json``, ...
 
     FileExistsError if ``out`` is not an empty folder. File ``i`` gets mtime ``base + i``
     seconds, as Spark's file source reads files in mtime order. Users are named ``a``, ``b``,
     ... (at most 26). The same arguments always give the same lines.
 
-    Late records (faults) come with a guarantee for file-per-batch reading: a late record is in
+    Late records (faults) come with a guarantee for file-by-file reading: a late record is in
     file 2 or later, and its ``Creation_Time`` is at least :data:`LATE_MIN_AGE_SECONDS` older
-    than the newest ``Creation_Time`` in the files before its own. So when each file is one
-    micro-batch, a watermark of up to 30 s set by the earlier batches drops it. A run too short
-    to close a file long enough after a reading (see ``lines_per_file``) has no late records.
-    ``records`` equals ``events`` except in the unlikely case that an older-other-activity
-    record found no suitable place before the stream ended.
+    than the newest ``Creation_Time`` of all the files before its own (so also than every line
+    before it). Hence when each file is its own micro-batch (``maxFilesPerTrigger`` 1), a
+    watermark delay under 30 s (such as 5 s) set by the earlier batches drops every late
+    record. A file must close 30-60 s of creation time after a late record, so a run shorter
+    than about 62 s of readings plus ``lines_per_file`` lines has no late records.
     """
     for name, value in (("events", events), ("lines_per_file", lines_per_file)):
         if value < 1:
