@@ -139,6 +139,12 @@ def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
     except SqlError as err:
         raise UserError(str(err)) from None
     handlers = {h.name: (h, _load_handler(h, pipeline)) for h in pipeline.handlers}
+    if once and pipeline.source.kind == "socket":
+        # A socket has no end and cannot replay: AvailableNow would read nothing.
+        raise UserError(
+            f"--once: pipeline {pipeline.name} reads a socket, which has no end; run without "
+            "--once and stop it with Ctrl-C, or read Kafka (--conf source.kind=kafka)"
+        )
     if once:
         for name, (_, handler) in handlers.items():
             # Spark keeps planning batches while processing-time timers are pending, so an

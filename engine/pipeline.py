@@ -22,7 +22,8 @@ __all__ = [
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
-SourceKind = Literal["files", "kafka", "socket", "rate"]
+SourceKind = Literal["files", "kafka", "socket"]
+_KINDS = ("files", "kafka", "socket")
 OutputMode = Literal["append", "update"]
 
 
@@ -94,7 +95,10 @@ class Pipeline:
             raise UserError(
                 f"--conf {unknown[0]}: not a setting of pipeline {self.name} (settings: {known})"
             )
-        source = replace(self.source, options={**self.source.options, **source_opts})
+        kind = source_opts.pop("kind", self.source.kind)
+        if kind not in _KINDS:
+            raise UserError(f"--conf source.kind: one of {', '.join(_KINDS)}, not {kind!r}")
+        source = replace(self.source, kind=kind, options={**self.source.options, **source_opts})
         return replace(
             self,
             settings={**self.settings, **overrides},
@@ -122,8 +126,8 @@ def _load(path: Path) -> Pipeline:
         raise UserError(f"{path}: not valid YAML ({err})") from None
     src = _require(spec, "source", path)
     kind = _require(src, "kind", path)
-    if kind not in ("files", "kafka", "socket", "rate"):
-        raise UserError(f"{path}: source kind must be files, kafka, socket or rate, not {kind!r}")
+    if kind not in _KINDS:
+        raise UserError(f"{path}: source kind must be one of {', '.join(_KINDS)}, not {kind!r}")
     source = SourceSpec(
         view=_require(src, "view", path),
         kind=kind,

@@ -187,6 +187,9 @@ def run_pipeline(
                 break
             stop.wait(0.2)
         for q in queries.values():
+            if pipeline.source.kind == "socket" and q.isActive and not opts.once:
+                # What the socket already delivered is in no checkpoint: process it first.
+                q.processAllAvailable()
             _stop_between_batches(q)
         for name, q in queries.items():
             failed = _failure(name, q)

@@ -1,8 +1,10 @@
 """Streaming sources, each registered as the pipeline's raw view.
 
-Every source has `value` (the record as text) and `origin` (where it came from: a file path,
-or topic:partition:offset). files adds source_file; kafka adds key, topic, partition, offset
-and timestamp (engine/kafka_source.py, or Spark's own connector where its jar is installed).
+Every source has `value` (the record as text), `origin` (where it came from: a file path,
+topic:partition:offset, or socket:host:port) and `timestamp` (when it arrived: the file's
+modification time, the Kafka message time, or the time the socket line was read). files adds
+source_file; kafka adds key, topic, partition and offset (engine/kafka_source.py, or Spark's
+own connector where its jar is installed). A socket cannot replay: see docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -29,7 +31,24 @@ def _files(spark: SparkSession, spec: SourceSpec, path: str | None) -> DataFrame
         raise UserError(f"--input: input folder not found: {folder}")
     reader = spark.readStream.options(**{k: str(v) for k, v in spec.options.items()})
     return reader.text(str(folder)).selectExpr(
-        "value", "_metadata.file_path AS source_file", "_metadata.file_path AS origin"
+        "value",
+        "_metadata.file_path AS source_file",
+        "_metadata.file_path AS origin",
+        # A file's lines arrived when the file was last written.
+        "_metadata.file_modification_time AS timestamp",
+    )
+
+
+def _socket(spark: SparkSession, spec: SourceSpec) -> DataFrame:
+    host, port = spec.options.get("host", "127.0.0.1"), spec.options.get("port")
+    if not port:
+        raise UserError("source.port: a socket source needs the server's port")
+    reader = spark.readStream.format("socket").option("host", str(host)).option("port", str(port))
+    # Spark's socket source stamps each line with its arrival time.
+    return (
+        reader.option("includeTimestamp", "true")
+        .load()
+        .selectExpr("value", "timestamp", f"'socket:{host}:{port}' AS origin")
     )
 
 
@@ -91,4 +110,6 @@ def open_source(
         return _files(spark, spec, path)
     if spec.kind == "kafka":
         return _kafka(spark, spec, kafka or {})
+    if spec.kind == "socket":
+        return _socket(spark, spec)
     raise UserError(f"source kind '{spec.kind}' is not available yet")

@@ -8,6 +8,7 @@ import typing as t
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
+from itertools import pairwise
 from pathlib import Path
 
 import sqlglot
@@ -43,6 +44,18 @@ class SparkStreaming(Spark):
     """Spark SQL plus the `WATERMARK named_expression DELAY OF interval` FROM-item clause."""
 
     class Parser(Spark.Parser):
+        def parse(self, raw_tokens: list[t.Any], sql: str | None = None) -> list[t.Any]:
+            # `window(ts, '5 seconds')` is Spark's window function; sqlglot's GROUP BY stops at
+            # a WINDOW token (the named-window clause, `WINDOW w AS (...)`), so a WINDOW
+            # directly followed by "(" is made a plain name.
+            for token, following in pairwise(raw_tokens):
+                if (
+                    token.token_type == TokenType.WINDOW
+                    and following.token_type == TokenType.L_PAREN
+                ):
+                    token.token_type = TokenType.VAR
+            return super().parse(raw_tokens, sql)
+
         def _at_watermark(self) -> bool:
             # WATERMARK is not reserved: in `FROM t watermark WHERE ...` or
             # `WITH watermark AS (...)` it is still a name.

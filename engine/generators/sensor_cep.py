@@ -10,10 +10,8 @@ or, for ``kafka://HOST:PORT/TOPIC``, to a Kafka topic, in the same order either 
 from __future__ import annotations
 
 import heapq
-import logging
 import math
 import random
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,16 +19,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from engine.errors import UserError
 from engine.generators import prepare_folder, write_part
-
-if TYPE_CHECKING:
-    # confluent_kafka is imported only when writing to Kafka.
-    from confluent_kafka import KafkaError
+from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
 
 __all__ = [
     "ANOMALY_RATE",
@@ -89,13 +82,6 @@ _BAD_TIMES = (
     "1681294530123",
 )
 
-_KAFKA_URL = re.compile(r"kafka://([^/:\s]+):(\d{1,5})/([A-Za-z0-9._-]{1,249})")
-# librdkafka retries a refused connection every few milliseconds and logs each attempt; its
-# logs go here instead of stderr, and the reason for a failure goes into the UserError.
-_KAFKA_LOG = logging.getLogger(f"{__name__}.kafka")
-_KAFKA_LOG.addHandler(logging.NullHandler())
-_KAFKA_LOG.propagate = False
-
 
 @dataclass(frozen=True)
 class GenerationSummary:
@@ -141,7 +127,7 @@ def generate_sensor_cep(
         raise ValueError(f"lines_per_file must be at least 1, got {lines_per_file}")
     lines = SensorLines(events=events, seed=seed, faults=faults, devices=devices)
     if isinstance(out, str) and out.startswith("kafka:"):
-        kafka = _KafkaTopic(*_parse_kafka_url(out))
+        kafka = KafkaTopic(*parse_kafka_url(out))
         try:
             with _progress_bar(lines, progress) as report:
                 kafka.write(lines, report)
@@ -450,118 +436,3 @@ def _write_files(
         files += 1
         write_part(folder, files, buffer, started_ns)
     return files
-
-
-def _parse_kafka_url(url: str) -> tuple[str, str]:
-    match = _KAFKA_URL.fullmatch(url)
-    if match is None or not 0 < int(match[2]) < 65536:
-        raise UserError(f"--out: expected kafka://HOST:PORT/TOPIC, got {url!r}")
-    return f"{match[1]}:{match[2]}", match[3]
-
-
-class _KafkaTopic:
-    """A producer to one topic; opening it checks the broker and creates the topic if missing."""
-
-    def __init__(self, servers: str, topic: str) -> None:
-        from confluent_kafka import Producer
-
-        self._servers = servers
-        self._topic = topic
-        # Only the latest client error is kept: a refused connection is retried every few ms.
-        self._last_error = ""
-        self._brokers_down = False
-        self._failed: list[str] = []
-        self._producer = Producer(
-            {
-                "bootstrap.servers": servers,
-                "enable.idempotence": True,
-                "linger.ms": 20,
-                # Undelivered messages fail within the final flush's wait, with their reason.
-                "message.timeout.ms": 60_000,
-                "logger": _KAFKA_LOG,
-                "error_cb": self._on_error,
-            }
-        )
-        try:
-            self._check_topic()
-        except UserError:
-            self._producer.close()
-            raise
-
-    def write(self, lines: SensorLines, report: Callable[[], None]) -> None:
-        """Produce every line (key: the device id, if any); raise UserError if one failed."""
-        from confluent_kafka import KafkaException
-
-        producer = self._producer
-        try:
-            for number, (text, key) in enumerate(lines):
-                while True:
-                    try:
-                        producer.produce(self._topic, text.encode(), key, on_delivery=self._sent)
-                        break
-                    except BufferError:
-                        # The client's queue is full: let deliveries drain it.
-                        producer.poll(0.1)
-                    except KafkaException as err:
-                        raise self._fail(err.args[0].str()) from None
-                if number % 1000 == 0:
-                    producer.poll(0)
-                    report()
-                    if self._failed:
-                        raise self._fail(self._failed[0])
-            left = producer.flush(60)
-            if self._failed:
-                raise self._fail(self._failed[0])
-            if left:
-                raise self._fail(f"{left} messages not delivered within 60 s")
-        except UserError:
-            # Drop what is still queued so that closing the client does not wait for it.
-            producer.purge()
-            producer.flush(0)
-            raise
-
-    def close(self) -> None:
-        """Close the producer (it waits for messages still queued)."""
-        self._producer.close()
-
-    def _check_topic(self) -> None:
-        from confluent_kafka import KafkaException
-
-        from engine.broker import create_topics
-
-        deadline = time.monotonic() + 10
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                metadata = self._producer.list_topics(timeout=1)
-                break
-            except KafkaException as err:
-                self._producer.poll(0)  # serves error_cb
-                # Nothing listening (connection refused) is clear after a retry; an address
-                # that does not answer at all gets the whole 10 s.
-                if (self._brokers_down and attempts >= 2) or time.monotonic() >= deadline:
-                    raise self._fail(err.args[0].str()) from None
-        found = metadata.topics.get(self._topic)
-        if found is None or found.error is not None:
-            try:
-                create_topics(self._servers, [self._topic])
-            except (UserError, KafkaException) as err:
-                raise self._fail(str(err)) from None
-
-    def _fail(self, reason: str) -> UserError:
-        last = f" ({self._last_error})" if self._last_error else ""
-        return UserError(
-            f"--out: kafka broker {self._servers} unreachable or topic {self._topic} missing: "
-            f"{reason}{last}"
-        )
-
-    def _on_error(self, err: KafkaError) -> None:
-        from confluent_kafka import KafkaError
-
-        self._last_error = err.str()
-        self._brokers_down |= err.code() == KafkaError._ALL_BROKERS_DOWN
-
-    def _sent(self, err: KafkaError | None, _message: object) -> None:
-        if err is not None:
-            self._failed.append(err.str())

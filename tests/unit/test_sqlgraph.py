@@ -236,6 +236,12 @@ def test_query_sql(tmp_path: Path, kwargs: dict[str, object], expected: str) -> 
     assert loaded.tree == before
 
 
+def test_window_function_first_in_group_by(tmp_path: Path) -> None:
+    # sqlglot alone stops GROUP BY at a WINDOW token (the named-window clause).
+    loaded = step(tmp_path, "v", "SELECT s FROM t GROUP BY window(ts, '5 seconds'), s")
+    assert loaded.query_sql() == "SELECT s FROM t GROUP BY WINDOW(ts, '5 seconds'), s"
+
+
 def test_any_value_grouping_runs_as_deduplication(tmp_path: Path) -> None:
     loaded = step(
         tmp_path,
