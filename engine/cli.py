@@ -103,11 +103,13 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from engine.generators.order_status import generate_order_status
     from engine.generators.sensor_cep import generate_sensor_cep
     from engine.generators.server_logs import generate_server_logs
     from engine.generators.user_activity import generate_user_activity
 
     generators = {
+        "order_status": generate_order_status,
         "sensor_cep": generate_sensor_cep,
         "server_logs": generate_server_logs,
         "user_activity": generate_user_activity,
@@ -119,7 +121,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             f"(have: {', '.join(sorted(generators))})"
         )
     try:
-        # --out stays a string: for sensor_cep it may be kafka://HOST:PORT/TOPIC.
+        # --out stays a string: it may be kafka://HOST:PORT/TOPIC (sensor_cep, order_status).
         summary = generate(
             args.out, events=args.events, seed=args.seed, faults=args.faults, progress=True
         )

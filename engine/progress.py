@@ -29,15 +29,18 @@ class QueryTotals:
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
     late: int = 0
+    deduplicates: bool = (
+        False  # the query has a deduplication step, so the counts above mean something
+    )
 
 
-def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int]:
+def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int] | None:
     # The planner allows one deduplication per query (engine/build.py), so the first is it.
     for op in operators:
         if op.operatorName.startswith("dedupe"):
             duplicates = int(op.customMetrics.get("numDroppedDuplicateRows", 0))
             return op.numRowsUpdated, duplicates, op.numRowsDroppedByWatermark
-    return 0, 0, 0
+    return None
 
 
 class ProgressListener(StreamingQueryListener):
@@ -59,7 +62,8 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         p = event.progress
         name = p.name or str(p.id)
-        accepted, duplicates, late = _dedupe_counts(p.stateOperators)
+        dedupe = _dedupe_counts(p.stateOperators)
+        accepted, duplicates, late = dedupe or (0, 0, 0)
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         watermark = p.eventTime.get("watermark")
         with self._lock:
@@ -73,6 +77,7 @@ class ProgressListener(StreamingQueryListener):
             t.accepted += accepted
             t.duplicates += duplicates
             t.late += late
+            t.deduplicates |= dedupe is not None
         if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(
                 f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "

@@ -56,7 +56,7 @@ class RunResult:
             tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items())
             out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
             # The query that writes quarantine sees every input line, so it can account for them.
-            if t and "quarantine" in writer.rows:
+            if t and t.deduplicates and "quarantine" in writer.rows:
                 quarantined = writer.rows["quarantine"]
                 missing = t.source_rows - (t.accepted + quarantined + t.duplicates + t.late)
                 out.write(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["prepare_folder", "write_part"]
+__all__ = ["prepare_folder", "write_part", "write_parts"]
 
 
 def prepare_folder(folder: Path) -> Path:
@@ -30,3 +31,30 @@ def write_part(folder: Path, number: int, lines: Sequence[str], started_ns: int)
     stamp = started_ns + number * 1_000_000_000
     os.utime(partial, ns=(stamp, stamp))
     os.replace(partial, final)
+
+
+def write_parts(
+    lines: Iterable[str],
+    folder: Path,
+    lines_per_file: int,
+    report: Callable[[], None] = lambda: None,
+) -> int:
+    """Write ``lines`` as full part files of ``lines_per_file`` lines; return how many files.
+
+    File times start a day back, one second apart (see :func:`write_part`). ``report`` is
+    called after each full file, e.g. to move a progress bar.
+    """
+    buffer: list[str] = []
+    files = 0
+    started_ns = time.time_ns() - 86_400 * 1_000_000_000
+    for text in lines:
+        buffer.append(text)
+        if len(buffer) >= lines_per_file:
+            files += 1
+            write_part(folder, files, buffer, started_ns)
+            buffer = []
+            report()
+    if buffer:
+        files += 1
+        write_part(folder, files, buffer, started_ns)
+    return files

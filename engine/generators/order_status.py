@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from engine.generators import prepare_folder, write_part
+from engine.generators import prepare_folder, write_parts
 from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
 from engine.order_server import STATUSES, orders
 
@@ -96,7 +95,7 @@ def generate_order_status(
         return lines.summary(files=0)
     folder = prepare_folder(Path(out))
     with _progress_bar(lines, progress) as report:
-        files = _write_files(lines, folder, lines_per_file, report)
+        files = write_parts((text for text, _ in lines), folder, lines_per_file, report)
     return lines.summary(files=files)
 
 
@@ -189,23 +188,3 @@ def _progress_bar(lines: OrderLines, progress: bool) -> Iterator[Callable[[], No
 
         yield report
         report()
-
-
-def _write_files(
-    lines: OrderLines, folder: Path, lines_per_file: int, report: Callable[[], None]
-) -> int:
-    buffer: list[str] = []
-    files = 0
-    # File times start a day back, one second apart, so they are distinct and in the past.
-    started_ns = time.time_ns() - 86_400 * 1_000_000_000
-    for text, _ in lines:
-        buffer.append(text)
-        if len(buffer) >= lines_per_file:
-            files += 1
-            write_part(folder, files, buffer, started_ns)
-            buffer = []
-            report()
-    if buffer:
-        files += 1
-        write_part(folder, files, buffer, started_ns)
-    return files

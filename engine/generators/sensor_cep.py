@@ -13,7 +13,6 @@ import heapq
 import math
 import random
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from engine.generators import prepare_folder, write_part
+from engine.generators import prepare_folder, write_parts
 from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
 
 __all__ = [
@@ -136,7 +135,7 @@ def generate_sensor_cep(
         return lines.summary(files=0)
     folder = prepare_folder(Path(out))
     with _progress_bar(lines, progress) as report:
-        files = _write_files(lines, folder, lines_per_file, report)
+        files = write_parts((text for text, _ in lines), folder, lines_per_file, report)
     return lines.summary(files=files)
 
 
@@ -416,23 +415,3 @@ class _Writer:
             return f'{{"sensor_freq": {value}, "event_time": "{stamp}"}}', None
         bad = rng.choice(_BAD_TIMES)
         return f'{{"device_id": {device}, "sensor_freq": {value}, "event_time": "{bad}"}}', device
-
-
-def _write_files(
-    lines: SensorLines, folder: Path, lines_per_file: int, report: Callable[[], None]
-) -> int:
-    buffer: list[str] = []
-    files = 0
-    # File times start a day back, one second apart, so they are distinct and in the past.
-    started_ns = time.time_ns() - 86_400 * 1_000_000_000
-    for text, _ in lines:
-        buffer.append(text)
-        if len(buffer) >= lines_per_file:
-            files += 1
-            write_part(folder, files, buffer, started_ns)
-            buffer = []
-            report()
-    if buffer:
-        files += 1
-        write_part(folder, files, buffer, started_ns)
-    return files

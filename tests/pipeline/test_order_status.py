@@ -1,0 +1,91 @@
+"""order_status against the real order server (a TCP socket) and over a real Kafka topic."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import Counter
+
+import pytest
+
+from engine.broker import Broker, free_port
+from engine.build import plan_pipeline
+from engine.errors import UserError
+from engine.generators.order_status import generate_order_status
+from engine.order_server import OrderServer
+from engine.pipeline import Registry
+from engine.run import RunOptions, run_pipeline
+from tests.conftest import read_table
+
+
+def sums(lake) -> tuple[int, int, Counter]:
+    counts = read_table(lake, "order_counts")
+    totals = read_table(lake, "order_totals")
+    by_status = Counter({r["status"]: r["orders"] for r in totals})
+    return sum(r["orders"] for r in counts), sum(by_status.values()), by_status
+
+
+def test_counts_and_totals_add_up_to_what_the_server_sent(spark, tmp_path):
+    lake = tmp_path / "lake"
+    port = free_port()
+    server = OrderServer(port=port, rate=40, count=120, seed=5).listen()
+    served: dict = {}
+    serving = threading.Thread(
+        target=lambda: served.update(summary=server.serve(threading.Event()))
+    )
+    serving.start()
+    pipeline = Registry().get("order_status").with_settings({"source.port": str(port)})
+    stop = threading.Event()
+    out = io.StringIO()
+    run = threading.Thread(
+        target=lambda: run_pipeline(
+            spark, plan_pipeline(pipeline), RunOptions(lake=lake, quiet=True), stop=stop, out=out
+        )
+    )
+    run.start()
+    try:
+        serving.join(120)
+        assert served["summary"].total == 120
+    finally:
+        # A clean stop processes what the socket delivered before it stops.
+        stop.set()
+        run.join(180)
+        server.close()
+    windows, total, by_status = sums(lake)
+    assert windows == total == 120
+    assert by_status == Counter(served["summary"].by_status)
+    rows = read_table(lake, "order_counts")
+    assert all((r["window_end"] - r["window_start"]).seconds == 5 for r in rows)
+    assert len({r["window_start"] for r in rows}) >= 2  # 3 s of orders span several windows
+
+
+def test_the_same_sql_over_a_kafka_topic(spark, tmp_path):
+    with Broker().start(["orders"]) as broker:
+        summary = generate_order_status(
+            f"kafka://{broker.servers}/orders", events=300, seed=2, faults=True
+        )
+        pipeline = (
+            Registry()
+            .get("order_status")
+            .with_settings(
+                {
+                    "source.kind": "kafka",
+                    "source.topic": "orders",
+                    "kafka.bootstrap.servers": broker.servers,
+                    "source.maxRecordsPerBatch": "100",
+                }
+            )
+        )
+        lake = tmp_path / "lake"
+        run_pipeline(
+            spark, plan_pipeline(pipeline, once=True), RunOptions(lake=lake, once=True, quiet=True)
+        )
+    windows, total, by_status = sums(lake)
+    assert windows == total == summary.orders == 300
+    assert by_status == Counter({k: v for k, v in summary.by_status.items() if v})
+    assert len(read_table(lake, "quarantine")) == summary.malformed > 0
+
+
+def test_once_is_refused_for_a_socket():
+    with pytest.raises(UserError, match="--once: pipeline order_status reads a socket"):
+        plan_pipeline(Registry().get("order_status"), once=True)
