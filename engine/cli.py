@@ -49,7 +49,8 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from engine.build import plan_pipeline
-    from engine.run import RunOptions, run_pipeline, stop_on_signals
+    from engine.run import RunOptions, run_pipeline
+    from engine.signals import stop_on_signals
     from engine.spark_session import get_spark
 
     spark_conf, settings = _split_conf(args.conf)
@@ -143,7 +144,7 @@ def _pipeline_topics(registry: Registry) -> list[str]:
 
 def _cmd_broker(args: argparse.Namespace) -> int:
     from engine.broker import Broker
-    from engine.run import stop_on_signals
+    from engine.signals import stop_on_signals
 
     topics = args.topics.split(",") if args.topics else _pipeline_topics(_registry(args))
     stop = stop_on_signals()
@@ -162,7 +163,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_serve_orders(args: argparse.Namespace) -> int:
     from engine.order_server import OrderServer
-    from engine.run import stop_on_signals
+    from engine.signals import stop_on_signals
 
     server = OrderServer(args.host, args.port, rate=args.rate, count=args.count, seed=args.seed)
     stop = stop_on_signals()

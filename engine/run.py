@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from engine.pipeline import QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
 
-__all__ = ["RunOptions", "RunResult", "run_pipeline", "stop_on_signals"]
+__all__ = ["RunOptions", "RunResult", "run_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -113,14 +112,6 @@ def _start(
 def _targets(spec: QuerySpec) -> list[str]:
     """The views a query writes, in sink order: tables, then topics."""
     return [*spec.sinks.values(), *spec.topics.values()]
-
-
-def stop_on_signals() -> threading.Event:
-    """An event set by SIGINT/SIGTERM, for `run_pipeline(stop=...)`."""
-    event = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: event.set())
-    return event
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
