@@ -11,6 +11,7 @@ import pytest
 from engine.build import plan_pipeline
 from engine.errors import UserError
 from engine.pipeline import Registry
+from engine.quality import validate_lake
 from engine.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, consume, produce, read_table
 
@@ -115,6 +116,8 @@ def test_files_give_the_known_samples_anomalies_and_accounting(spark, broker, tm
     assert {str(r["part_date"]) for r in rows} == {"2023-04-12"}
     assert {(r["window_end"] - r["window_start"]).seconds for r in rows} == {60}
     assert sum(r["is_anomalous"] for r in rows) == 3
+    checked = validate_lake(lake, tmp_path / "report", ["sensor_samples", "sensor_anomalies"])
+    assert checked.passed and len(checked.results) == 2
 
 
 def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):

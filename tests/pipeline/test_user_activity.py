@@ -58,6 +58,10 @@ def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path):
     assert result.handler_counts["activity_span_updates"].value == {
         "ignored_older_other_activity": 1
     }
+    from engine.quality import validate_lake
+
+    checked = validate_lake(lake, tmp_path / "report", pipeline.tables)
+    assert checked.passed and len(checked.results) == 3
     report = []
     result.report(type("Out", (), {"write": lambda self, s: report.append(s)})())
     assert "handler activity_span_updates: ignored_older_other_activity 1\n" in report
