@@ -154,7 +154,9 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             f"topic {self.opts.topic}: {why}"
         )
 
-    def _partitions(self) -> list[int]:
+    def _partitions(self, *, seen: bool = False) -> list[int]:
+        """The topic's partitions. A topic missing at the start is the user's error; one that
+        went missing after it was read (`seen`) is a broker coming back: retried."""
         from confluent_kafka import KafkaException
 
         try:
@@ -163,6 +165,8 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise self._unavailable(str(err.args[0])) from None
         topic = meta.topics.get(self.opts.topic)
         if topic is None or topic.error is not None or not topic.partitions:
+            if seen:
+                raise self._unavailable("the topic is gone (broker restarting?)")
             raise UserError(f"source.topic: no topic {self.opts.topic} on {self.opts.servers}")
         return sorted(topic.partitions)
 
@@ -226,7 +230,7 @@ class _Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = _offsets(start)
-        for p in self._partitions():
+        for p in self._partitions(seen=bool(begin)):
             begin.setdefault(p, 0)  # a partition added since the last batch
         ends = self._ends(begin)
         if self._target is not None:

@@ -42,7 +42,11 @@ def test_pipelines_lists_tables():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("run", "nope"), "unknown pipeline 'nope' (pipelines: sensor_cep, server_logs)"),
+        (
+            ("run", "nope"),
+            "unknown pipeline 'nope' "
+            "(pipelines: order_status, sensor_cep, server_logs, user_activity)",
+        ),
         (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
         (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
