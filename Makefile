@@ -35,6 +35,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 test: lint
+	$(PY) runner.py lint
 	$(PY) -m pytest -q
 
 bench: setup

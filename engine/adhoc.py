@@ -1,28 +1,86 @@
-"""`query`: ad-hoc, read-only Spark SQL over the lake's Delta tables, known by name."""
+"""`query`: ad-hoc, read-only SQL over the lake's Delta tables, known by name.
+
+The SQL is Spark SQL. It is checked here (one query, nothing that writes) before any engine
+starts; the tables it names are read with delta-rs as Arrow, at the latest version or at
+`--version` / `--as-of`, and handed to an engine: DuckDB by default
+(`engine.query_engine`), Spark on request (`run_query`).
+"""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import pyarrow as pa
 import sqlglot
 from deltalake import DeltaTable
-from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from engine.build import spark_error_line
 from engine.errors import UserError
+from engine.sqlgraph import SparkStreaming
 
-__all__ = ["OutputFormat", "lake_tables", "print_rows", "run_query"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "LATEST",
+    "OutputFormat",
+    "Snapshot",
+    "lake_tables",
+    "parse_query",
+    "print_rows",
+    "read_tables",
+    "referenced_tables",
+    "run_query",
+]
 
 OutputFormat = Literal["table", "json", "csv"]
+
+READ_ONLY = "only SELECT queries are allowed (query is read-only)"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Which version of every table a query reads: the latest, a version number, or the
+    version current at a point in time."""
+
+    version: int | None = None
+    as_of: dt.datetime | None = None
+
+    @classmethod
+    def parse(cls, version: int | None, as_of: str | None) -> Snapshot:
+        """From the command-line options; a time without a zone is UTC."""
+        if as_of is None:
+            return cls(version=version)
+        try:
+            when = dt.datetime.fromisoformat(as_of)
+        except ValueError:
+            raise UserError(
+                f"--as-of: not a timestamp: {as_of!r} (e.g. 2024-06-01T12:00:00Z)"
+            ) from None
+        return cls(as_of=when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+
+    def open(self, name: str, path: Path) -> DeltaTable:
+        """The Delta table at this snapshot; a version it does not have is a user error."""
+        try:
+            table = DeltaTable(str(path), version=self.version)
+            if self.as_of is not None:
+                table.load_as_version(self.as_of)
+        except Exception as err:  # delta-rs raises several types for a missing version
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            wanted = f"--version {self.version}" if self.as_of is None else "--as-of"
+            raise UserError(f"query: table '{name}' at {wanted}: {first}") from None
+        return table
+
+
+LATEST = Snapshot()
 
 
 def lake_tables(lake: Path) -> dict[str, Path]:
@@ -32,26 +90,53 @@ def lake_tables(lake: Path) -> dict[str, Path]:
     return {p.name: p for p in sorted(lake.iterdir()) if (p / "_delta_log").is_dir()}
 
 
-def _referenced_tables(sql: str) -> list[str]:
+def parse_query(sql: str) -> exp.Query:
+    """The one read-only query in `sql` (Spark SQL); anything else is a user error."""
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except sqlglot.errors.ParseError as err:
+        trees = [t for t in sqlglot.parse(sql, read=SparkStreaming) if t is not None]
+    except sqlglot.errors.SqlglotError as err:
         raise UserError(f"query: {str(err).splitlines()[0]}") from None
-    if not isinstance(tree, exp.Query):
-        raise UserError("query: only SELECT queries are allowed (query is read-only)")
+    if len(trees) != 1:
+        raise UserError(f"query: one statement at a time; {READ_ONLY}")
+    tree = trees[0]
+    if not isinstance(tree, exp.Query) or tree.find(exp.DDL, exp.DML, exp.Command, exp.Set):
+        raise UserError(f"query: {READ_ONLY}")
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier) or table.args.get("db"):
+            raise UserError(
+                f"query: FROM {table.this.sql(dialect='spark')}: only the lake's tables can be "
+                "read (no table functions)"
+            )
+    return tree
+
+
+def referenced_tables(tree: exp.Query) -> list[str]:
+    """The table names a query reads, without its CTEs."""
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     return sorted({t.name for t in tree.find_all(exp.Table) if t.name not in ctes})
 
 
-def run_query(spark: SparkSession, sql: str, lake: Path) -> pa.Table:
-    """Register the tables the query names as views over their Delta snapshots and run it."""
+def read_tables(tree: exp.Query, lake: Path, snapshot: Snapshot = LATEST) -> dict[str, pa.Table]:
+    """The tables a query names, read with delta-rs as Arrow; an unknown name is a user error."""
     tables = lake_tables(lake)
-    for name in _referenced_tables(sql):
+    read: dict[str, pa.Table] = {}
+    for name in referenced_tables(tree):
         if name not in tables:
             known = ", ".join(tables) or "none"
             raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")
-        snapshot = DeltaTable(str(tables[name])).to_pyarrow_table()
-        spark.createDataFrame(snapshot).createOrReplaceTempView(name)
+        read[name] = snapshot.open(name, tables[name]).to_pyarrow_table()
+    return read
+
+
+def run_query(spark: SparkSession, sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
+    """Register the tables the query names as Spark views over their Delta snapshots and run
+    it on Spark."""
+    from pyspark.errors import PySparkException
+
+    from engine.build import spark_error_line
+
+    for name, data in read_tables(parse_query(sql), lake, snapshot).items():
+        spark.createDataFrame(data).createOrReplaceTempView(name)
     try:
         return spark.sql(sql).toArrow()
     except PySparkException as err:
@@ -59,8 +144,14 @@ def run_query(spark: SparkSession, sql: str, lake: Path) -> pa.Table:
 
 
 def _plain(value: Any) -> Any:
+    # Both engines print alike: times in UTC, integral decimals (DuckDB's HUGEINT sums) as
+    # integers, other decimals as numbers.
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).isoformat()
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -90,15 +181,14 @@ def _print_table(names: Sequence[str], rows: list[dict[str, Any]], out: TextIO) 
 
 def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO = sys.stdout) -> None:
     """Print a result as a text table, one JSON array of row objects, or CSV."""
+    names = result.column_names
     rows = result.to_pylist()
     if fmt == "json":
         json.dump([_plain(r) for r in rows], out)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)
-        writer.writerow(result.column_names)
-        writer.writerows(
-            [_cell(r[n]) if r[n] is not None else "" for n in result.column_names] for r in rows
-        )
+        writer.writerow(names)
+        writer.writerows([_cell(r[n]) if r[n] is not None else "" for n in names] for r in rows)
     else:
-        _print_table(result.column_names, rows, out)
+        _print_table(names, rows, out)

@@ -79,14 +79,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from engine.adhoc import lake_tables, print_rows, run_query
-    from engine.spark_session import get_spark
+    from engine.adhoc import Snapshot, lake_tables, parse_query, print_rows, run_query
 
     lake = Path(args.lake).resolve()
-    lake_tables(lake)  # a missing lake is reported before Spark starts
+    snapshot = Snapshot.parse(args.version, args.as_of)
+    lake_tables(lake)  # a missing lake and a statement that is not a query are reported
+    parse_query(args.sql)  # before any engine starts
+    if args.engine == "duckdb":
+        from engine.query_engine import run_duckdb
+
+        print_rows(run_duckdb(args.sql, lake, snapshot), args.format)
+        return 0
+    from engine.spark_session import get_spark
+
     conf = {"spark.sql.shuffle.partitions": "2"}
     spark = get_spark(conf, log_file=None if args.debug else _log_file(lake))
-    print_rows(run_query(spark, args.sql, lake), args.format)
+    print_rows(run_query(spark, args.sql, lake, snapshot), args.format)
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from engine.adhoc import print_rows
+    from engine.history import table_history
+
+    print_rows(table_history(Path(args.lake).resolve(), args.table), args.format)
     return 0
 
 
@@ -161,6 +177,28 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lint(args: argparse.Namespace) -> int:
+    from engine.lint import lint_pipelines
+
+    result = lint_pipelines(_registry(args), args.pipeline_names)
+    for finding in result.findings:
+        print(finding)
+    print(result.summary())
+    return EXIT_FAILED if result.errors else 0
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from engine.graph import pipeline_graph, to_mermaid
+    from engine.graph_svg import write_graph
+
+    graph = pipeline_graph(_registry(args).get(args.pipeline))  # planned only: no JVM
+    if args.out is None:
+        sys.stdout.write(to_mermaid(graph))
+    else:
+        write_graph(graph, Path(args.out))
+    return 0
+
+
 def _cmd_serve_orders(args: argparse.Namespace) -> int:
     from engine.order_server import OrderServer
     from engine.signals import stop_on_signals
@@ -206,7 +244,19 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("sql")
     query.add_argument("--lake", default="lake")
     query.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    query.add_argument(
+        "--engine", choices=["duckdb", "spark"], default="duckdb", help="default duckdb (no JVM)"
+    )
+    when = query.add_mutually_exclusive_group()
+    when.add_argument("--version", type=int, help="read every table at this Delta version")
+    when.add_argument("--as-of", metavar="TIMESTAMP", help="read the versions current then (UTC)")
     query.set_defaults(func=_cmd_query)
+
+    hist = sub.add_parser("history", help="a table's Delta commits, newest first")
+    hist.add_argument("table")
+    hist.add_argument("--lake", default="lake")
+    hist.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    hist.set_defaults(func=_cmd_history)
 
     qual = sub.add_parser("quality", help="validate the lake's tables with their suites")
     qual.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default all)")
@@ -230,6 +280,17 @@ def _parser() -> argparse.ArgumentParser:
     orders.add_argument("--count", type=int, help="stop after this many (default: no limit)")
     orders.add_argument("--seed", type=int, default=0)
     orders.set_defaults(func=_cmd_serve_orders)
+
+    lint = sub.add_parser("lint", help="check the pipelines' SQL without Spark")
+    lint.add_argument(
+        "pipeline_names", nargs="*", metavar="PIPELINE", help="pipelines to check (default all)"
+    )
+    lint.set_defaults(func=_cmd_lint)
+
+    graph = sub.add_parser("graph", help="draw a pipeline's graph (Mermaid, SVG or PNG)")
+    graph.add_argument("pipeline")
+    graph.add_argument("--out", help="FILE.mmd, FILE.svg or FILE.png (default: Mermaid on stdout)")
+    graph.set_defaults(func=_cmd_graph)
 
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
     gen.add_argument("pipeline")

@@ -64,3 +64,20 @@ def consume(servers: str, topic: str, *, expect: int, timeout_s: float = 20.0) -
     messages += [m for m in consumer.consume(100, timeout=1.0) if m.error() is None]
     consumer.close()
     return messages
+
+
+def staged(scenario: Path, dest: Path) -> Path:
+    """Copy a scenario's part files to `dest` with modification times in name order.
+
+    Spark's file source reads files in modification-time order, and a git checkout gives them
+    arbitrary times, so tests that expect one file per batch stage them first.
+    """
+    import os
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for number, source in enumerate(sorted(scenario.glob("part-*.json")), start=1):
+        target = dest / source.name
+        shutil.copy(source, target)
+        os.utime(target, (1_700_000_000 + number, 1_700_000_000 + number))
+    return dest

@@ -13,7 +13,7 @@ from engine.errors import UserError
 from engine.pipeline import Registry
 from engine.quality import validate_lake
 from engine.run import RunOptions, RunResult, run_pipeline
-from tests.conftest import PROJECT, consume, produce, read_table
+from tests.conftest import PROJECT, consume, produce, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "sensor_cep_scenario"
 ONE_FILE_PER_BATCH = {"source.maxFilesPerTrigger": "1"}
@@ -94,6 +94,8 @@ def alerts(servers: str) -> list[tuple[str, float, str]]:
 def run(spark, lake: Path, overrides: dict[str, str], *, registry: Registry | None = None,
         input_path: Path | None = SCENARIO) -> RunResult:  # fmt: skip
     pipeline = (registry or Registry()).get("sensor_cep").with_settings(overrides)
+    if input_path is not None:
+        input_path = staged(input_path, lake.parent / "in")
     opts = RunOptions(
         lake=lake, once=True, input_path=str(input_path) if input_path else None, quiet=True
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from engine.build import plan_pipeline
 from engine.pipeline import Registry
 from engine.run import RunOptions, RunResult, run_pipeline
-from tests.conftest import PROJECT, read_table
+from tests.conftest import PROJECT, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "server_logs_scenario"
 
@@ -32,12 +30,7 @@ def t(hms: str) -> datetime:
 @pytest.fixture(scope="module")
 def scenario(spark, tmp_path_factory) -> tuple[Path, RunResult, Path]:
     root = tmp_path_factory.mktemp("scenario")
-    (root / "in").mkdir()
-    for number in (1, 2, 3):
-        path = root / "in" / f"part-{number}.json"
-        shutil.copy(SCENARIO / path.name, path)
-        # The file source reads files in modification-time order.
-        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+    staged(SCENARIO, root / "in")
     pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
     opts = RunOptions(lake=root / "lake", once=True, input_path=str(root / "in"), quiet=True)
     return root / "lake", run_pipeline(spark, plan_pipeline(pipeline, once=True), opts), root / "in"

@@ -7,7 +7,7 @@ from datetime import datetime
 from engine.build import plan_pipeline
 from engine.pipeline import Registry
 from engine.run import RunOptions, run_pipeline
-from tests.conftest import PROJECT, read_table
+from tests.conftest import PROJECT, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "user_activity_scenario"
 T0 = datetime(2015, 2, 23, 10, 18, 53)
@@ -30,7 +30,8 @@ EXPECTED_SPANS = [
 def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path):
     lake = tmp_path / "lake"
     pipeline = Registry().get("user_activity").with_settings({"source.maxFilesPerTrigger": "1"})
-    opts = RunOptions(lake=lake, once=True, input_path=str(SCENARIO), quiet=True)
+    folder = staged(SCENARIO, tmp_path / "in")
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
     result = run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
 
     spans = [

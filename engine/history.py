@@ -1,0 +1,73 @@
+"""`history`: a Delta table's commits, newest first, with the pipeline batch that wrote each."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from engine.adhoc import lake_tables
+from engine.errors import UserError
+
+__all__ = ["HISTORY_SCHEMA", "rows_written", "table_history"]
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("operation", pa.string()),
+        ("rows_written", pa.int64()),
+        ("pipeline", pa.string()),
+        ("query", pa.string()),
+        ("batch_id", pa.int64()),
+    ]
+)
+
+
+def rows_written(operation: str, metrics: Mapping[str, Any]) -> int | None:
+    """Rows a commit wrote, from delta-rs' operationMetrics (Spark's names as a fallback):
+    added rows for a WRITE, inserted + updated target rows for a MERGE; None when unknown."""
+    if "num_added_rows" in metrics:  # delta-rs WRITE (append, overwrite)
+        return int(metrics["num_added_rows"])
+    if operation == "MERGE" and "num_target_rows_inserted" in metrics:
+        return int(metrics["num_target_rows_inserted"]) + int(
+            metrics.get("num_target_rows_updated", 0)
+        )
+    for key in ("numOutputRows", "num_output_rows"):  # Spark's Delta writer, other operations
+        if key in metrics:
+            return int(metrics[key])
+    return None
+
+
+def _batch_id(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def table_history(lake: Path, name: str) -> pa.Table:
+    """The commits of one lake table, newest first. The sinks' custom commit metadata
+    (pipeline, query, batch_id) is a top-level key of each delta-rs history entry."""
+    tables = lake_tables(lake)
+    if name not in tables:
+        known = ", ".join(tables) or "none"
+        raise UserError(f"history: unknown table '{name}' in {lake} (tables: {known})")
+    commits = sorted(DeltaTable(str(tables[name])).history(), key=lambda c: -c["version"])
+    rows = [
+        {
+            "version": c["version"],
+            "timestamp": dt.datetime.fromtimestamp(c["timestamp"] / 1000, tz=dt.UTC),
+            "operation": c.get("operation"),
+            "rows_written": rows_written(c.get("operation", ""), c.get("operationMetrics") or {}),
+            "pipeline": c.get("pipeline"),
+            "query": c.get("query"),
+            "batch_id": _batch_id(c.get("batch_id")),
+        }
+        for c in commits
+    ]
+    return pa.Table.from_pylist(rows, schema=HISTORY_SCHEMA)

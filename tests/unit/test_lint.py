@@ -1,0 +1,232 @@
+"""`runner.py lint` without Spark: one broken file per finding type in a copy of the project."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.lint import Finding, lint_pipelines, schema_columns
+from engine.pipeline import PROJECT_DIR, Registry
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the project's pipelines/ and sql/ folders."""
+    for folder in ("pipelines", "sql"):
+        shutil.copytree(PROJECT_DIR / folder, tmp_path / folder)
+    return tmp_path
+
+
+def edit(project: Path, file: str, old: str, new: str) -> Path:
+    path = project / file
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} not once in {file}"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def run_lint(project: Path, capsys: pytest.CaptureFixture[str], *names: str) -> tuple[int, str]:
+    code = main(["--pipelines", str(project / "pipelines"), "lint", *names])
+    return code, capsys.readouterr().out
+
+
+TOTALS = "sql/order_status/order_totals.sql"
+TOTALS_WARNING = (
+    f"{TOTALS}:7:15: warning: aggregation without a WATERMARK upstream keeps one state row per "
+    "group forever [unbounded-aggregation]"
+)
+
+# (file, old text, new text, expected line: path relative to the copy, then the rest)
+CASES = [
+    pytest.param(
+        TOTALS,
+        "count(*) AS orders",
+        "count(* AS orders",
+        f"{TOTALS}:4:25: error: Expecting ) [syntax]",
+        id="syntax",
+    ),
+    pytest.param(
+        TOTALS,
+        "VIEW order_totals AS",
+        "VIEW order_total AS",
+        f"{TOTALS}:3:39: error: view 'order_total' must be named after its file 'order_totals'"
+        " [view-name]",
+        id="view-name",
+    ),
+    pytest.param(
+        TOTALS,
+        "FROM orders",
+        "FROM order_lines",
+        f"{TOTALS}:5:16: error: unknown view 'order_lines' [unknown-view]",
+        id="unknown-view",
+    ),
+    pytest.param(
+        "sql/order_status/orders.sql",
+        "FROM raw_orders",
+        "FROM order_totals",
+        "sql/order_status/order_totals.sql: error: cycle: order_totals -> orders -> order_totals"
+        " [cycle]",
+        id="cycle",
+    ),
+    pytest.param(
+        TOTALS,
+        "max(arrival_time)",
+        "max(arrived_at)",
+        f"{TOTALS}:4:49: error: unknown column 'arrived_at' [unknown-column]",
+        id="unknown-column",
+    ),
+    pytest.param(
+        "sql/order_status/orders.sql",
+        "timestamp AS arrival_time",
+        "ts AS arrival_time",
+        "sql/order_status/orders.sql:6:33: error: unknown column 'ts' [unknown-column]",
+        id="unknown-column-in-cte",
+    ),
+    pytest.param(
+        "sql/order_status/order_counts.sql",
+        "WHERE reject_reason IS NULL",
+        "WHERE o.reject_reason IS NULL",
+        "sql/order_status/order_counts.sql:10:21: error: unknown column 'o.reject_reason'"
+        " [unknown-column]",
+        id="unknown-table-qualifier",
+    ),
+    pytest.param(
+        "sql/server_logs/events.sql",
+        "explode(items)",
+        "explode(itemz)",
+        "sql/server_logs/events.sql:14:26: error: unknown column 'itemz' [unknown-column]",
+        id="unknown-column-in-lateral-view",
+    ),
+    pytest.param(
+        "sql/order_status/order_counts.sql",
+        "WATERMARK arrival_time DELAY",
+        "WATERMARK arrived DELAY",
+        "sql/order_status/order_counts.sql:9:29: error: unknown column 'arrived' in WATERMARK of"
+        " 'orders' [unknown-column]",
+        id="unknown-watermark-column",
+    ),
+    pytest.param(
+        "sql/sensor_cep/sensor_samples.sql",
+        "to_date(window_start)",
+        "to_date(window_begin)",
+        "sql/sensor_cep/sensor_samples.sql:3:30: error: unknown column 'window_begin'"
+        " [unknown-column]",
+        id="unknown-handler-output-column",
+    ),
+    pytest.param(
+        "sql/sensor_cep/windowed_readings.sql",
+        "AS sample_group",
+        "AS sample_key",
+        "pipelines/sensor_cep.yaml: error: handler window_samples reads unknown column"
+        " 'sample_group' of view 'windowed_readings' [unknown-column]",
+        id="handler-key-column",
+    ),
+    pytest.param(
+        "sql/sensor_cep/readings.sql",
+        " WATERMARK event_time DELAY OF INTERVAL 30 SECONDS",
+        "",
+        "sql/sensor_cep/readings.sql:6:20: error: deduplication without a WATERMARK upstream keeps"
+        " every row's key forever; add WATERMARK <event time> DELAY OF INTERVAL ... to its input"
+        " [unbounded-dedup]",
+        id="distinct-without-watermark",
+    ),
+    pytest.param(
+        "sql/user_activity/activity_events.sql",
+        " WATERMARK event_time DELAY OF INTERVAL 5 SECONDS",
+        "",
+        "sql/user_activity/activity_events.sql:13:21: error: deduplication without a WATERMARK"
+        " upstream keeps every row's key forever; add WATERMARK <event time> DELAY OF INTERVAL"
+        " ... to its input [unbounded-dedup]",
+        id="any-value-dedup-without-watermark",
+    ),
+    pytest.param(
+        "sql/sensor_cep/anomalies.sql",
+        "AND is_anomalous",
+        "AND is_anomalous\nORDER BY event_time",
+        "sql/sensor_cep/anomalies.sql:6:19: error: ORDER BY in a streaming view: only in complete"
+        " mode, which this engine does not use [complete-mode-only]",
+        id="order-by",
+    ),
+    pytest.param(
+        "sql/sensor_cep/anomalies.sql",
+        "AND is_anomalous",
+        "AND is_anomalous\nLIMIT 10",
+        "sql/sensor_cep/anomalies.sql:6:8: error: LIMIT in a streaming view: only in complete"
+        " mode, which this engine does not use [complete-mode-only]",
+        id="limit",
+    ),
+    pytest.param(
+        "sql/sensor_cep/readings.sql",
+        "is_anomalous\n",
+        "is_anomalous, uuid() AS id\n",
+        "sql/sensor_cep/readings.sql:5:70: error: non-deterministic uuid() in a grouping or"
+        " deduplication key [nondeterministic-key]",
+        id="nondeterministic-distinct",
+    ),
+    pytest.param(
+        "sql/order_status/order_counts.sql",
+        "'5 seconds'), status",
+        "'5 seconds'), status, rand()",
+        "sql/order_status/order_counts.sql:11:56: error: non-deterministic rand() in a grouping"
+        " or deduplication key [nondeterministic-key]",
+        id="nondeterministic-group-by",
+    ),
+]
+
+
+@pytest.mark.parametrize(("file", "old", "new", "expected"), CASES)
+def test_one_finding_per_broken_file(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    file: str,
+    old: str,
+    new: str,
+    expected: str,
+) -> None:
+    edit(project, file, old, new)
+    pipeline = file.split("/")[1] if file.startswith("sql/") else Path(file).stem
+    code, out = run_lint(project, capsys, pipeline)
+    lines = out.splitlines()
+    assert f"{project}/{expected}" in lines or expected in lines, out
+    assert code == 1
+    assert lines[-1].startswith("lint: 1 pipeline, ")
+
+
+def test_project_sql_is_clean_but_for_one_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    result = lint_pipelines(Registry())
+    assert result.errors == 0
+    assert [f.code for f in result.findings] == ["unbounded-aggregation"]
+    assert main(["lint"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [TOTALS_WARNING, "lint: 4 pipelines, 21 SQL files, no errors, 1 warning"]
+
+
+def test_clean_pipeline_and_unknown_pipeline(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_lint(project, capsys, "server_logs") == (
+        0,
+        "lint: 1 pipeline, 6 SQL files, no findings\n",
+    )
+    assert main(["--pipelines", str(project / "pipelines"), "lint", "nope"]) == 2
+    assert "unknown pipeline 'nope'" in capsys.readouterr().err
+
+
+def test_findings_sorted_by_file_then_line(project: Path) -> None:
+    edit(project, TOTALS, "max(arrival_time)", "max(arrived_at)")
+    edit(project, TOTALS, "SELECT status", "SELECT nope, status")
+    edit(project, "sql/order_status/orders.sql", "timestamp AS arrival_time", "ts AS arrival_time")
+    findings = lint_pipelines(Registry(project / "pipelines"), ["order_status"]).findings
+    where = [(f.path.name, f.line) for f in findings]
+    assert where == sorted(where, key=lambda w: (str(w[0]), w[1] or 0))
+    assert [f.message for f in findings if f.path.name == "order_totals.sql"][:2] == [
+        "unknown column 'nope'",
+        "unknown column 'arrived_at'",
+    ]
+    assert isinstance(findings[0], Finding)
+
+
+def test_schema_columns_reads_top_level_names_only() -> None:
+    ddl = "customer_id STRING, products ARRAY<STRUCT<product_id: STRING, price: DOUBLE>>, n INT"
+    assert schema_columns(ddl) == ["customer_id", "products", "n"]
