@@ -3,11 +3,51 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["prepare_folder", "write_part", "write_parts"]
+from tqdm import tqdm
+
+__all__ = ["prepare_folder", "progress_bar", "write_lines", "write_part", "write_parts"]
+
+
+@contextmanager
+def progress_bar(
+    *, total: int, unit: str, desc: str, done: Callable[[], int], enabled: bool
+) -> Iterator[Callable[[], None]]:
+    """Yield a function that moves a tqdm bar on stderr to `done()` (and does at the end)."""
+    with tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, disable=not enabled) as bar:
+
+        def report() -> None:
+            bar.update(done() - bar.n)
+
+        yield report
+        report()
+
+
+def write_lines(
+    out: str | Path,
+    lines: Iterable[tuple[str, str | None]],
+    *,
+    lines_per_file: int,
+    report: Callable[[], None] = lambda: None,
+) -> int:
+    """Write `(text, key)` lines to `kafka://HOST:PORT/TOPIC` or as part files in the folder
+    `out`; returns the files written (0 for Kafka)."""
+    if isinstance(out, str) and out.startswith("kafka:"):
+        from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
+
+        kafka = KafkaTopic(*parse_kafka_url(out))
+        try:
+            kafka.write(lines, report)
+        finally:
+            kafka.close()
+        return 0
+    folder = prepare_folder(Path(out))
+    return write_parts((text for text, _ in lines), folder, lines_per_file, report)
 
 
 def prepare_folder(folder: Path) -> Path:

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from tqdm import tqdm
-
-from engine.generators import prepare_folder, write_parts
-from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
+from engine.generators import progress_bar, write_lines
 from engine.order_server import STATUSES, orders
 
 __all__ = ["MALFORMED_RATE", "GenerationSummary", "OrderLines", "generate_order_status"]
@@ -85,17 +80,11 @@ def generate_order_status(
     if lines_per_file < 1:
         raise ValueError(f"lines_per_file must be at least 1, got {lines_per_file}")
     lines = OrderLines(events=events, seed=seed, faults=faults)
-    if isinstance(out, str) and out.startswith("kafka:"):
-        kafka = KafkaTopic(*parse_kafka_url(out))
-        try:
-            with _progress_bar(lines, progress) as report:
-                kafka.write(lines, report)
-        finally:
-            kafka.close()
-        return lines.summary(files=0)
-    folder = prepare_folder(Path(out))
-    with _progress_bar(lines, progress) as report:
-        files = write_parts((text for text, _ in lines), folder, lines_per_file, report)
+    bar = progress_bar(
+        total=events, unit="order", desc="orders", done=lambda: lines.orders, enabled=progress
+    )
+    with bar as report:
+        files = write_lines(out, lines, lines_per_file=lines_per_file, report=report)
     return lines.summary(files=files)
 
 
@@ -170,21 +159,3 @@ def _malformed(rng: random.Random, order: dict[str, str], text: str) -> str:
     if r < 0.75:
         return json.dumps({"order_id": order_id, "state": order["status"]})
     return json.dumps({"order_id": order_id, "status": rng.choice(_BAD_STATUSES)})
-
-
-@contextmanager
-def _progress_bar(lines: OrderLines, progress: bool) -> Iterator[Callable[[], None]]:
-    """Yield a function that moves the bar to the valid orders written so far."""
-    with tqdm(
-        total=lines._events_wanted,
-        unit="order",
-        desc="orders",
-        file=sys.stderr,
-        disable=not progress,
-    ) as bar:
-
-        def report() -> None:
-            bar.update(lines.orders - bar.n)
-
-        yield report
-        report()

@@ -12,17 +12,12 @@ from __future__ import annotations
 import heapq
 import math
 import random
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tqdm import tqdm
-
-from engine.generators import prepare_folder, write_parts
-from engine.generators.kafka_out import KafkaTopic, parse_kafka_url
+from engine.generators import progress_bar, write_lines
 
 __all__ = [
     "ANOMALY_RATE",
@@ -125,36 +120,13 @@ def generate_sensor_cep(
     if lines_per_file < 1:
         raise ValueError(f"lines_per_file must be at least 1, got {lines_per_file}")
     lines = SensorLines(events=events, seed=seed, faults=faults, devices=devices)
-    if isinstance(out, str) and out.startswith("kafka:"):
-        kafka = KafkaTopic(*parse_kafka_url(out))
-        try:
-            with _progress_bar(lines, progress) as report:
-                kafka.write(lines, report)
-        finally:
-            kafka.close()
-        return lines.summary(files=0)
-    folder = prepare_folder(Path(out))
-    with _progress_bar(lines, progress) as report:
-        files = write_parts((text for text, _ in lines), folder, lines_per_file, report)
+    bar = progress_bar(
+        total=events, unit="event", desc="sensor readings", done=lambda: lines.events,
+        enabled=progress,
+    )  # fmt: skip
+    with bar as report:
+        files = write_lines(out, lines, lines_per_file=lines_per_file, report=report)
     return lines.summary(files=files)
-
-
-@contextmanager
-def _progress_bar(lines: SensorLines, progress: bool) -> Iterator[Callable[[], None]]:
-    """Yield a function that moves the bar to the readings written so far."""
-    with tqdm(
-        total=lines._events_wanted,
-        unit="event",
-        desc="sensor readings",
-        file=sys.stderr,
-        disable=not progress,
-    ) as bar:
-
-        def report() -> None:
-            bar.update(lines.events - bar.n)
-
-        yield report
-        report()
 
 
 class SensorLines:

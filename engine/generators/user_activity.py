@@ -19,15 +19,11 @@ from __future__ import annotations
 import heapq
 import math
 import random
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
-from engine.generators import prepare_folder, write_part
+from engine.generators import prepare_folder, progress_bar, write_parts
 
 __all__ = [
     "ACTIVITIES",
@@ -167,13 +163,13 @@ def generate_user_activity(
     writer = _Writer(
         events=events, seed=seed, faults=faults, users=users, lines_per_file=lines_per_file
     )
-    with tqdm(
-        total=events, unit="record", desc="activity records", file=sys.stderr, disable=not progress
-    ) as bar:
-        files = _write_files(
-            writer.run(), folder, lines_per_file, lambda: bar.update(writer.records - bar.n)
-        )
-        bar.update(writer.records - bar.n)
+    bar = progress_bar(
+        total=events, unit="record", desc="activity records", done=lambda: writer.records,
+        enabled=progress,
+    )  # fmt: skip
+    with bar as report:
+        # The part-file boundaries are the ones the writer counts for its late guarantee.
+        files = write_parts(writer.run(), folder, lines_per_file, report)
     return writer.summary(files=files)
 
 
@@ -496,24 +492,3 @@ class _Writer:
             return text.replace(f'"Creation_Time": {reading.creation}, ', "")
         bad = rng.choice(_BAD_TIMES)
         return text.replace(f'"Creation_Time": {reading.creation}', f'"Creation_Time": "{bad}"')
-
-
-def _write_files(
-    lines: Iterator[str], folder: Path, lines_per_file: int, report: Callable[[], None]
-) -> int:
-    buffer: list[str] = []
-    files = 0
-    # File times start a day back, one second apart, so they are distinct and in the past.
-    started_ns = time.time_ns() - 86_400 * 1_000_000_000
-    for text in lines:
-        buffer.append(text)
-        # The same boundaries as the writer's count of lines, which the late guarantee uses.
-        if len(buffer) >= lines_per_file:
-            files += 1
-            write_part(folder, files, buffer, started_ns)
-            buffer = []
-            report()
-    if buffer:
-        files += 1
-        write_part(folder, files, buffer, started_ns)
-    return files
