@@ -54,6 +54,9 @@ from bench.bench_server_logs import (  # noqa: E402
     _TreeSampler,
     figures,
     measure,
+    print_runs,
+    rate,
+    secs,
 )
 
 PIPELINE = "sensor_cep"
@@ -429,43 +432,15 @@ def _batch_summary(t: QueryTimes) -> dict[str, Any]:
 # --- figures ----------------------------------------------------------------------------------
 
 
-def _rate(value: float | None) -> str:
-    return f"{value:>9,.0f} events/s" if value else f"{'-':>9} events/s"
-
-
-def _secs(value: float | None) -> str:
-    return f"{value:6.1f} s" if value is not None else f"{'-':>6} s"
-
-
 def print_figures(data: dict[str, Any]) -> None:
     """The compact figures table."""
     gen = data["generation"]
     print(f"\n{'events':<24}{data['events']:>9,}   ({data['settings']})")
     print(
-        f"{'generate (produce)':<24}{_secs(gen['seconds'])} {_rate(gen['events_per_s'])}"
+        f"{'generate (produce)':<24}{secs(gen['seconds'])} {rate(gen['events_per_s'])}"
         f"   {gen['summary']['anomalies']:,} anomalies, {gen['summary']['devices']:,} devices"
     )
-    for key, r in data["runs"].items():
-        ratio = ratio_s = ""
-        if "pipeline_ratio" in r:
-            ratio = f"   pipeline/{key} = {r['pipeline_ratio']:.2f}"
-        if "pipeline_ratio_streaming" in r:
-            ratio_s = f"   pipeline/{key} = {r['pipeline_ratio_streaming']:.2f}"
-        failed = "" if r["exit_code"] == 0 else f"   FAILED (exit {r['exit_code']})"
-        print(
-            f"{LABELS[key]:<24}{_secs(r['wall_s'])} {_rate(r['events_per_s'])}"
-            f"   peak RSS {r['peak_rss_bytes'] / GIB:.1f} GiB{ratio}{failed}"
-        )
-        print(
-            f"{'  from 1st batch':<24}{_secs(r['streaming_s'])} "
-            f"{_rate(r['streaming_events_per_s'])}"
-            f"   start-up {_secs(r['startup_s']).strip():>7}"
-            f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
-        )
-        if key == "pipeline":
-            for query, v in r["queries"].items():
-                batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
-                print(f"{'  query ' + query:<24}{_secs(v['streaming_s'])}   batches: {batches} s")
+    print_runs(data["runs"], LABELS)
     rows = data.get("rows")
     if rows:
         tables = ", ".join(
@@ -485,7 +460,7 @@ def print_figures(data: dict[str, Any]) -> None:
             print(f"{'latency (anomaly alert)':<24}no figures: {lat.get('error', 'no alerts')}")
         if "peak_rss_bytes" in lat:
             print(
-                f"{'  continuous run':<24}start-up {_secs(lat.get('startup_s')).strip()}"
+                f"{'  continuous run':<24}start-up {secs(lat.get('startup_s')).strip()}"
                 f"   peak RSS {lat['peak_rss_bytes'] / GIB:.1f} GiB"
                 f"   CPU {lat['tree_cpu_s']:5.0f} s (other {lat['other_cpu_s']:3.0f} s)"
                 f"   exit {lat.get('exit_code')}"

@@ -443,17 +443,19 @@ LABELS = {
 }
 
 
-def print_figures(data: dict[str, Any], settings: str) -> None:
-    """The figures block: per run, whole-process and from-first-batch figures."""
+def rate(value: float | None) -> str:
+    """Events per second, right-aligned, or a dash."""
+    return f"{value:>9,.0f} events/s" if value else f"{'-':>9} events/s"
 
-    def rate(value: float | None) -> str:
-        return f"{value:>9,.0f} events/s" if value else f"{'-':>9} events/s"
 
-    def secs(value: float | None) -> str:
-        return f"{value:6.1f} s" if value is not None else f"{'-':>6} s"
+def secs(value: float | None) -> str:
+    """Seconds, right-aligned, or a dash."""
+    return f"{value:6.1f} s" if value is not None else f"{'-':>6} s"
 
-    print(f"\n{'events':<24}{data['events']:>9,}   ({settings})")
-    for key, r in data["runs"].items():
+
+def print_runs(runs: dict[str, dict[str, Any]], labels: dict[str, str]) -> None:
+    """Per run: whole-process and from-first-batch figures; the pipeline's queries after it."""
+    for key, r in runs.items():
         ratio = ratio_s = ""
         if "pipeline_ratio" in r:
             ratio = f"   pipeline/{key} = {r['pipeline_ratio']:.2f}"
@@ -461,7 +463,7 @@ def print_figures(data: dict[str, Any], settings: str) -> None:
             ratio_s = f"   pipeline/{key} = {r['pipeline_ratio_streaming']:.2f}"
         failed = "" if r["exit_code"] == 0 else f"   FAILED (exit {r['exit_code']})"
         print(
-            f"{LABELS[key]:<24}{secs(r['wall_s'])} {rate(r['events_per_s'])}"
+            f"{labels[key]:<24}{secs(r['wall_s'])} {rate(r['events_per_s'])}"
             f"   peak RSS {r['peak_rss_bytes'] / GIB:.1f} GiB{ratio}{failed}"
         )
         print(
@@ -469,12 +471,17 @@ def print_figures(data: dict[str, Any], settings: str) -> None:
             f"   start-up {secs(r['startup_s']).strip():>7}"
             f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
         )
-    pipe = data["runs"].get("pipeline")
-    # The pipeline's queries run side by side, each reading the input itself.
-    for query, v in (pipe["queries"] if pipe else {}).items():
-        batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
-        label = f"  query {query.rsplit('/', 1)[-1]}"
-        print(f"{label:<24}{secs(v['streaming_s'])}   batches: {batches} s")
+        # The pipeline's queries run side by side, each reading the input itself.
+        for query, v in (r.get("queries") or {}).items() if key == "pipeline" else ():
+            batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
+            label = f"  query {query.rsplit('/', 1)[-1]}"
+            print(f"{label:<24}{secs(v['streaming_s'])}   batches: {batches} s")
+
+
+def print_figures(data: dict[str, Any], settings: str) -> None:
+    """The figures block: per run, whole-process and from-first-batch figures."""
+    print(f"\n{'events':<24}{data['events']:>9,}   ({settings})")
+    print_runs(data["runs"], LABELS)
 
 
 # --- command line -----------------------------------------------------------------------------

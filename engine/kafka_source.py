@@ -279,6 +279,13 @@ def read_range(
 
     consumer = Consumer(opts.consumer_conf())
     try:
+        tp = TopicPartition(opts.topic, partition)
+        # The partition has ended short of where this batch reads: its records are gone.
+        gone = (
+            KafkaError._PARTITION_EOF,
+            KafkaError.OFFSET_OUT_OF_RANGE,
+            KafkaError._AUTO_OFFSET_RESET,
+        )
         consumer.assign([TopicPartition(opts.topic, partition, start)])
         position = start
         # Records the broker announced are there; a busy machine can be slow to hand over the
@@ -290,11 +297,6 @@ def read_range(
             rows = []
             for m in msgs:
                 err = m.error()
-                gone = (
-                    KafkaError._PARTITION_EOF,
-                    KafkaError.OFFSET_OUT_OF_RANGE,
-                    KafkaError._AUTO_OFFSET_RESET,
-                )
                 if err is not None and err.code() in gone:
                     _lost(opts, partition, max(position, m.offset()))
                     end = -1  # read what is there, then stop
@@ -306,14 +308,11 @@ def read_range(
                 if m.offset() >= end:
                     break
                 rows.append(m)
-            high = consumer.get_watermark_offsets(
-                TopicPartition(opts.topic, partition), cached=True
-            )
             if rows:
                 position = rows[-1].offset() + 1
                 deadline = time.monotonic() + patience
                 yield _batch(rows)
-            elif 0 <= high[1] < position:
+            elif 0 <= consumer.get_watermark_offsets(tp, cached=True)[1] < position:
                 _lost(opts, partition, position)  # the broker ends before our position
                 break
             elif time.monotonic() > deadline:

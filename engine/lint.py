@@ -371,26 +371,11 @@ def check_handlers(pipeline: Pipeline, views: Mapping[str, list[str] | None]) ->
     return findings
 
 
-def _streaming(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
-    """Names of the views that read the source, directly or through other views."""
+def _downstream(pipeline: Pipeline, steps: Sequence[SqlStep], seeds: set[str]) -> set[str]:
+    """`seeds` and every view that reads one of them, directly or through other views."""
     reads = {s.name: set(s.references) for s in steps}
     reads.update({h.name: {h.input.lower()} for h in pipeline.handlers})
-    found = {pipeline.source.view.lower()}
-    changed = True
-    while changed:
-        changed = False
-        for name, inputs in reads.items():
-            if name not in found and inputs & found:
-                found.add(name)
-                changed = True
-    return found - {pipeline.source.view.lower()}
-
-
-def _watermarked(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
-    """Names of the views with a WATERMARK in themselves or anywhere upstream."""
-    reads = {s.name: set(s.references) for s in steps}
-    reads.update({h.name: {h.input.lower()} for h in pipeline.handlers})
-    found = {s.name for s in steps if s.watermarks}
+    found = set(seeds)
     changed = True
     while changed:
         changed = False
@@ -399,6 +384,17 @@ def _watermarked(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
                 found.add(name)
                 changed = True
     return found
+
+
+def _streaming(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
+    """Names of the views that read the source, directly or through other views."""
+    source = pipeline.source.view.lower()
+    return _downstream(pipeline, steps, {source}) - {source}
+
+
+def _watermarked(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
+    """Names of the views with a WATERMARK in themselves or anywhere upstream."""
+    return _downstream(pipeline, steps, {s.name for s in steps if s.watermarks})
 
 
 def _aggregation(query: exp.Expression) -> exp.Expression | None:

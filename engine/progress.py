@@ -29,9 +29,8 @@ class QueryTotals:
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
     late: int = 0
-    deduplicates: bool = (
-        False  # the query has a deduplication step, so the counts above mean something
-    )
+    # The query has a deduplication step, so the three counts above mean something.
+    deduplicates: bool = False
 
 
 def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -130,6 +131,22 @@ def _failure(name: str, query: StreamingQuery) -> Exception | None:
     return None if err is None else as_user_error(err, f"query {name}: ")
 
 
+def _schedule_retries(
+    queries: Mapping[str, StreamingQuery], retry_at: dict[str, float], *, once: bool, out: TextIO
+) -> None:
+    """Raise a stopped query's error, unless the broker was away in a continuous run: then
+    say so and schedule its restart."""
+    for name, q in queries.items():
+        failed = None if q.isActive or name in retry_at else _failure(name, q)
+        if failed is None:
+            continue
+        if once or not isinstance(failed, KafkaUnavailable):
+            raise failed
+        out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
+        out.flush()
+        retry_at[name] = time.monotonic() + RETRY_SECONDS
+
+
 def run_pipeline(
     spark: SparkSession,
     plan: Plan,
@@ -158,15 +175,7 @@ def run_pipeline(
             result.writers[name] = _writer(plan, spec, opts)
             queries[name] = _start(spark, spec, result.writers[name], opts.once)
         while not stop.is_set():
-            for name, q in queries.items():
-                failed = None if q.isActive or name in retry_at else _failure(name, q)
-                if failed is None:
-                    continue
-                if opts.once or not isinstance(failed, KafkaUnavailable):
-                    raise failed
-                out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
-                out.flush()
-                retry_at[name] = time.monotonic() + RETRY_SECONDS
+            _schedule_retries(queries, retry_at, once=opts.once, out=out)
             for name, due in list(retry_at.items()):
                 if time.monotonic() >= due:
                     del retry_at[name]
@@ -178,7 +187,7 @@ def run_pipeline(
                 break
             stop.wait(0.2)
         for q in queries.values():
-            if pipeline.source.kind == "socket" and q.isActive and not opts.once:
+            if pipeline.source.kind == "socket" and q.isActive:
                 # What the socket already delivered is in no checkpoint: process it first.
                 q.processAllAvailable()
             _stop_between_batches(q)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime
 
 from engine.build import plan_pipeline
@@ -63,6 +64,6 @@ def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path):
 
     checked = validate_lake(lake, tmp_path / "report", pipeline.tables)
     assert checked.passed and len(checked.results) == 3
-    report = []
-    result.report(type("Out", (), {"write": lambda self, s: report.append(s)})())
-    assert "handler activity_span_updates: ignored_older_other_activity 1\n" in report
+    report = io.StringIO()
+    result.report(report)
+    assert "handler activity_span_updates: ignored_older_other_activity 1\n" in report.getvalue()

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections import Counter
 from itertools import islice
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from engine.broker import Broker
 from engine.errors import UserError
@@ -22,6 +20,7 @@ from engine.generators.order_status import (
     generate_order_status,
 )
 from engine.order_server import STATUSES, OrderServer, orders
+from tests.conftest import consume
 
 
 def read_folder(folder: Path) -> list[str]:
@@ -140,20 +139,6 @@ def test_a_single_order_with_faults_has_one_malformed_line() -> None:
     assert valid_status(texts[1]) is None
 
 
-def test_files_are_full(tmp_path: Path) -> None:
-    folder = tmp_path / "orders"
-    summary = generate_order_status(folder, events=2300, lines_per_file=500)
-    paths = sorted(folder.iterdir())
-    assert summary.files == len(paths) == 5
-    assert [len(path.read_text().splitlines()) for path in paths] == [500] * 4 + [300]
-
-
-def test_refuses_a_non_empty_folder(tmp_path: Path) -> None:
-    (tmp_path / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError):
-        generate_order_status(tmp_path, events=10)
-
-
 @pytest.mark.parametrize("options", [{"events": 0}, {"events": 10, "lines_per_file": 0}])
 def test_rejects_bad_arguments(tmp_path: Path, options: dict[str, int]) -> None:
     with pytest.raises(ValueError):
@@ -166,39 +151,11 @@ def test_rejects_a_malformed_kafka_url() -> None:
         generate_order_status("kafka://host/orders", events=10)
 
 
-def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    generate_order_status(tmp_path / "orders", events=300, faults=True, progress=True)
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "300/300" in captured.err
-
-
 def test_order_lines_are_read_once() -> None:
     stream = OrderLines(events=10)
     assert len(list(stream)) == 10
     with pytest.raises(RuntimeError):
         iter(stream)
-
-
-def consume(servers: str, topic: str, count: int) -> list[tuple[bytes | None, bytes]]:
-    consumer = Consumer(
-        {"bootstrap.servers": servers, "group.id": "test", "enable.auto.commit": False}
-    )
-    # The broker answers ListOffsets wrongly, so read from offset 0 and count the messages.
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    messages: list[tuple[bytes | None, bytes]] = []
-    deadline = time.monotonic() + 20
-    try:
-        while len(messages) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                messages.append((message.key(), message.value()))
-        # Nothing beyond the expected lines.
-        extra = consumer.poll(0.5)
-        assert extra is None or extra.error() is not None
-    finally:
-        consumer.close()
-    return messages
 
 
 def test_kafka_output_matches_the_folder(tmp_path: Path) -> None:
@@ -208,7 +165,9 @@ def test_kafka_output_matches_the_folder(tmp_path: Path) -> None:
         summary = generate_order_status(
             f"kafka://{broker.servers}/orders", events=1500, seed=4, faults=True
         )
-        messages = consume(broker.servers, "orders", summary.lines)
+        messages = [
+            (m.key(), m.value()) for m in consume(broker.servers, "orders", expect=summary.lines)
+        ]
     assert summary == GenerationSummary(**{**expected.as_dict(), "files": 0})
     assert [value.decode() for _, value in messages] == read_folder(folder)
     assert all(key is None for key, _ in messages)

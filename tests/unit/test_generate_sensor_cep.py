@@ -8,11 +8,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from engine.broker import Broker
 from engine.errors import UserError
@@ -27,6 +25,7 @@ from engine.generators.sensor_cep import (
     SensorLines,
     generate_sensor_cep,
 )
+from tests.conftest import consume
 
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}")
 STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
@@ -294,26 +293,6 @@ def test_small_runs_with_faults(events: int, late: int) -> None:
     assert not [line for line in lines if line.kind == "between"]
 
 
-def test_files_are_full_and_modified_in_order(tmp_path: Path) -> None:
-    folder = tmp_path / "readings"
-    summary = generate_sensor_cep(folder, events=2300, lines_per_file=500)
-    paths = sorted(folder.iterdir())
-    assert summary.files == len(paths) == 5
-    assert [len(path.read_text().splitlines()) for path in paths] == [500] * 4 + [300]
-    mtimes = [path.stat().st_mtime_ns for path in paths]
-    assert all(later - earlier == 1_000_000_000 for earlier, later in pairwise(mtimes))
-    assert mtimes[-1] < time.time_ns()
-
-
-def test_refuses_a_non_empty_folder(tmp_path: Path) -> None:
-    (tmp_path / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError):
-        generate_sensor_cep(tmp_path, events=10)
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert generate_sensor_cep(empty, events=10).files == 1
-
-
 @pytest.mark.parametrize(
     "options",
     [{"events": 0}, {"events": 10, "devices": 0}, {"events": 10, "lines_per_file": 0}],
@@ -332,32 +311,6 @@ def test_rejects_a_malformed_kafka_url(url: str) -> None:
         generate_sensor_cep(url, events=10)
 
 
-def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    summary = generate_sensor_cep(tmp_path / "readings", events=300, progress=True)
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "300/300" in captured.err
-    assert summary.as_dict()["events"] == 300
-
-
-def consume(servers: str, topic: str, count: int) -> list[tuple[bytes | None, bytes]]:
-    consumer = Consumer(
-        {"bootstrap.servers": servers, "group.id": "test", "enable.auto.commit": False}
-    )
-    # The broker answers ListOffsets wrongly, so read from offset 0 and count the messages.
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    messages: list[tuple[bytes | None, bytes]] = []
-    deadline = time.monotonic() + 20
-    try:
-        while len(messages) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                messages.append((message.key(), message.value()))
-    finally:
-        consumer.close()
-    return messages
-
-
 @pytest.mark.parametrize("create_topic", [True, False])
 def test_kafka_output_matches_the_folder(tmp_path: Path, create_topic: bool) -> None:
     folder = tmp_path / "readings"
@@ -366,7 +319,9 @@ def test_kafka_output_matches_the_folder(tmp_path: Path, create_topic: bool) -> 
         summary = generate_sensor_cep(
             f"kafka://{broker.servers}/readings", events=500, seed=4, faults=True
         )
-        messages = consume(broker.servers, "readings", summary.lines)
+        messages = [
+            (m.key(), m.value()) for m in consume(broker.servers, "readings", expect=summary.lines)
+        ]
     assert summary == GenerationSummary(**{**expected.as_dict(), "files": 0})
     assert [value.decode() for _, value in messages] == read_folder(folder)
     for key, value in messages:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from itertools import groupby, pairwise
@@ -375,26 +374,6 @@ def test_small_runs_with_faults(
             assert line.files_newest - line.created >= LATE_MIN_AGE_SECONDS * SECOND
 
 
-def test_files_are_full_and_modified_in_order(tmp_path: Path) -> None:
-    folder = tmp_path / "activity"
-    summary = generate_user_activity(folder, events=2300, lines_per_file=500)
-    paths = sorted(folder.iterdir())
-    assert summary.files == len(paths) == 5
-    assert [len(path.read_text().splitlines()) for path in paths] == [500] * 4 + [300]
-    mtimes = [path.stat().st_mtime_ns for path in paths]
-    assert all(later - earlier == 1_000_000_000 for earlier, later in pairwise(mtimes))
-    assert mtimes[-1] < time.time_ns()
-
-
-def test_refuses_a_non_empty_folder(tmp_path: Path) -> None:
-    (tmp_path / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError):
-        generate_user_activity(tmp_path, events=10)
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert generate_user_activity(empty, events=10).files == 1
-
-
 @pytest.mark.parametrize(
     "options",
     [
@@ -408,11 +387,3 @@ def test_rejects_bad_arguments(tmp_path: Path, options: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         generate_user_activity(tmp_path / "out", **options)
     assert not (tmp_path / "out").exists()
-
-
-def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    summary = generate_user_activity(tmp_path / "activity", events=300, progress=True)
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "300/300" in captured.err
-    assert summary.as_dict()["records"] == 300
