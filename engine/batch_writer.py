@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from functools import cached_property, reduce
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -56,7 +54,9 @@ class MultiTableWriter:
 
     Topics go first, so alerts leave as soon as the batch is computed. Tables are idempotent
     per batch; a topic is not, so when every table already holds the batch (an earlier attempt
-    got that far, hence past the topics) the topics are not sent again.
+    got that far, hence past the topics) the topics are not sent again. Only the first batch
+    a writer sees, or one it has seen before, can be such a replay, so only then are the
+    tables' transaction logs read.
     """
 
     def __init__(
@@ -68,6 +68,7 @@ class MultiTableWriter:
         self.checkpoint = checkpoint
         self.rows: Counter[str] = Counter()  # rows the batches carried, per table
         self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
+        self._last_batch: int | None = None
         self._lock = threading.Lock()
 
     @cached_property
@@ -76,28 +77,33 @@ class MultiTableWriter:
         query_id = json.loads((self.checkpoint / "metadata").read_text())["id"]
         return f"{self.pipeline}.{self.query}.{query_id}"
 
-    def _topics_due(self, batch: BatchId) -> bool:
-        """False when every table already holds the batch: its topics were sent before."""
-        if not any(isinstance(s, TopicSink) for s in self.sinks):
-            return False  # nothing to send; spares reading the tables' logs every batch
-        tables = [s for s in self.sinks if isinstance(s, DeltaSink)]
-        return not tables or not all(s.has(batch) for s in tables)
+    def _held(self, batch: BatchId) -> set[int]:
+        """The sinks (by index) whose table already holds the batch: all tables when topics
+        must not be sent again, since the tables are written after the topics."""
+        if self._last_batch is not None and batch.batch > self._last_batch:
+            return set()  # a batch this writer has not seen: no table can hold it
+        tables = {i for i, s in enumerate(self.sinks) if isinstance(s, DeltaSink)}
+        held = {i for i in tables if self.sinks[i].has(batch)}
+        if tables and held == tables:
+            held |= {i for i, s in enumerate(self.sinks) if isinstance(s, TopicSink)}
+        return held
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        data = df.toArrow()
         batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
-        order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
-        send_topics = self._topics_due(batch)
-        for i, sink in order:
-            if isinstance(sink, TopicSink) and not send_topics:
-                continue
-            part = data.filter(pc.equal(data.column("_sink"), i)).column(f"_s{i}")
-            rows = (
-                pa.Table.from_struct_array(part)
-                if len(part)
-                else sink.table.arrow_schema.empty_table()
-            )
-            written = sink.write(rows, batch)
-            with self._lock:
-                self.rows[sink.table.name] += rows.num_rows
-                self.written[sink.table.name] += written
+        held = self._held(batch)
+        self._last_batch = batch_id if self._last_batch is None else max(self._last_batch, batch_id)
+        # Every sink reads a slice of the batch: compute it once.
+        df.persist()
+        try:
+            counts = {r["_sink"]: r["count"] for r in df.groupBy("_sink").count().collect()}
+            order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
+            for i, sink in order:
+                rows = counts.get(i, 0)
+                if rows and i not in held:
+                    part = df.where(F.col("_sink") == i).select(f"_s{i}.*")
+                    sink.write(part.toArrow() if sink.takes == "arrow" else part, batch)
+                with self._lock:
+                    self.rows[sink.table.name] += rows
+                    self.written[sink.table.name] += 0 if i in held else rows
+        finally:
+            df.unpersist()

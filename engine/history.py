@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,12 @@ def rows_written(operation: str, metrics: Mapping[str, Any]) -> int | None:
     added rows for a WRITE, inserted + updated target rows for a MERGE; None when unknown."""
     if "num_added_rows" in metrics:  # delta-rs WRITE (append, overwrite)
         return int(metrics["num_added_rows"])
-    if operation == "MERGE" and "num_target_rows_inserted" in metrics:
-        return int(metrics["num_target_rows_inserted"]) + int(
-            metrics.get("num_target_rows_updated", 0)
-        )
+    for inserted, updated in (
+        ("num_target_rows_inserted", "num_target_rows_updated"),  # delta-rs MERGE
+        ("numTargetRowsInserted", "numTargetRowsUpdated"),  # delta-spark MERGE
+    ):
+        if operation == "MERGE" and inserted in metrics:
+            return int(metrics[inserted]) + int(metrics.get(updated, 0))
     for key in ("numOutputRows", "num_output_rows"):  # Spark's Delta writer, other operations
         if key in metrics:
             return int(metrics[key])
@@ -50,9 +53,20 @@ def _batch_id(value: Any) -> int | None:
         return None
 
 
+def _writer_of(commit: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pipeline, query and batch_id a sink recorded: top-level keys of a delta-rs commit,
+    or the JSON userMetadata of a delta-spark one."""
+    if "pipeline" in commit:
+        return commit
+    try:
+        meta = json.loads(commit.get("userMetadata") or "{}")
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def table_history(lake: Path, name: str) -> pa.Table:
-    """The commits of one lake table, newest first. The sinks' custom commit metadata
-    (pipeline, query, batch_id) is a top-level key of each delta-rs history entry."""
+    """The commits of one lake table, newest first, with the batch that wrote each."""
     tables = lake_tables(lake)
     if name not in tables:
         known = ", ".join(tables) or "none"
@@ -64,10 +78,11 @@ def table_history(lake: Path, name: str) -> pa.Table:
             "timestamp": dt.datetime.fromtimestamp(c["timestamp"] / 1000, tz=dt.UTC),
             "operation": c.get("operation"),
             "rows_written": rows_written(c.get("operation", ""), c.get("operationMetrics") or {}),
-            "pipeline": c.get("pipeline"),
-            "query": c.get("query"),
-            "batch_id": _batch_id(c.get("batch_id")),
+            "pipeline": w.get("pipeline"),
+            "query": w.get("query"),
+            "batch_id": _batch_id(w.get("batch_id")),
         }
         for c in commits
+        for w in [_writer_of(c)]
     ]
     return pa.Table.from_pylist(rows, schema=HISTORY_SCHEMA)

@@ -24,6 +24,8 @@ class TopicSink:
     """One topic. A batch is sent whole or fails: any delivery error raises, so the batch is
     retried from the checkpoint (at-least-once; see docs/decisions.md)."""
 
+    takes = "arrow"
+
     def __init__(self, topic: str, client: Mapping[str, str], *, where: Path) -> None:
         self.topic = topic
         self.client = dict(client)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from pyspark.accumulators import Accumulator
 from pyspark.sql import SparkSession
@@ -21,6 +21,8 @@ from engine.kafka_sink import TopicSink
 from engine.pipeline import QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
+from engine.spark_delta import SparkDeltaSink
+from engine.spark_session import default_writer
 
 __all__ = ["RunOptions", "RunResult", "run_pipeline"]
 
@@ -34,6 +36,9 @@ class RunOptions:
     once: bool = False
     input_path: str | None = None
     quiet: bool = False
+    #: Who writes the Delta tables: Spark (delta-spark, on the executors) or delta-rs (on the
+    #: driver); None picks Spark when the session has Delta, else delta-rs.
+    writer: Literal["spark", "delta-rs"] | None = None
 
     @property
     def checkpoint_root(self) -> Path:
@@ -78,9 +83,14 @@ def _trigger(spec: QuerySpec, once: bool) -> dict[str, object]:
     return {"processingTime": spec.trigger or "0 seconds"}
 
 
-def _writer(plan: Plan, spec: QuerySpec, opts: RunOptions) -> MultiTableWriter:
+def _writer(spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions) -> MultiTableWriter:
     pipeline, tables = plan.pipeline, plan.tables
-    sinks: list[DeltaSink | TopicSink] = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
+    if (opts.writer or default_writer(spark)) == "spark":
+        sinks: list[DeltaSink | TopicSink] = [
+            SparkDeltaSink(tables[t], opts.lake, spark) for t in spec.sinks
+        ]
+    else:
+        sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
     for sink in sinks:
         sink.open()  # tables exist, with their schema, before the first batch
     sinks += [TopicSink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics]
@@ -172,7 +182,7 @@ def run_pipeline(
     retry_at: dict[str, float] = {}
     try:
         for name, spec in specs.items():
-            result.writers[name] = _writer(plan, spec, opts)
+            result.writers[name] = _writer(spark, plan, spec, opts)
             queries[name] = _start(spark, spec, result.writers[name], opts.once)
         while not stop.is_set():
             _schedule_retries(queries, retry_at, once=opts.once, out=out)

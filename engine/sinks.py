@@ -35,7 +35,11 @@ class BatchId:
 
 
 class DeltaSink:
-    """One Delta table under the lake folder, created from its definition on first use."""
+    """One Delta table under the lake folder, created from its definition on first use,
+    written with delta-rs from the driver (the embedded path)."""
+
+    #: The form `write` takes a batch in: Arrow, collected to the driver.
+    takes = "arrow"
 
     def __init__(self, table: TableDef, lake: Path) -> None:
         self.table = table
@@ -65,7 +69,7 @@ class DeltaSink:
 
     def has(self, batch: BatchId) -> bool:
         """Whether the table already holds this batch (or a later one) of this writer."""
-        done = self.open().transaction_version(batch.app_id)
+        done = DeltaTable(str(self.path)).transaction_version(batch.app_id)
         return done is not None and done >= batch.batch
 
     def write(self, data: pa.Table, batch: BatchId) -> int:

@@ -8,11 +8,14 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "get_spark"]
+from engine.jars import DELTA_CATALOG, find_packages
+
+__all__ = ["DEFAULT_CONF", "default_writer", "get_spark", "has_delta"]
 
 # Small, single-machine defaults; every key can be overridden with --conf spark.x=y.
 DEFAULT_CONF: Mapping[str, str] = {
@@ -70,9 +73,12 @@ def get_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # pyspark's own pandas calls warn on every batch in the workers; the warnings are not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    settings = {**DEFAULT_CONF, **(conf or {})}
+    remote = (conf or {}).get("spark.remote")
+    # The Spark packages fetched by `make` (engine/jars.py); a Connect server has its own.
+    packages = {} if remote else find_packages().spark_conf()
+    settings = {**DEFAULT_CONF, **packages, **(conf or {})}
     builder = SparkSession.builder
-    remote = settings.pop("spark.remote", None)
+    settings.pop("spark.remote", None)
     if remote:
         builder = builder.remote(remote)
         settings.pop("spark.master", None)
@@ -88,3 +94,13 @@ def get_spark(
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def has_delta(spark: SparkSession) -> bool:
+    """Whether the session reads and writes Delta itself (delta-spark is loaded)."""
+    return spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
+
+
+def default_writer(spark: SparkSession) -> Literal["spark", "delta-rs"]:
+    """Spark writes the tables where it has Delta; delta-rs otherwise (the embedded path)."""
+    return "spark" if has_delta(spark) else "delta-rs"

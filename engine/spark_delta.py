@@ -1,0 +1,97 @@
+"""Delta tables written by Spark (delta-spark) from the executors, idempotent per batch.
+
+The same contract as `engine.sinks.DeltaSink` (delta-rs, the embedded path): the table is
+created from its `tables/<name>.sql` DDL, appends and MERGEs carry the writer's transaction
+(app id, batch id), so Delta itself skips a batch the table already holds, and the commit's
+userMetadata names pipeline, query and batch for `history`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from engine.sinks import BatchId, DeltaSink
+from engine.tables import TableDef
+
+__all__ = ["SparkDeltaSink", "create_table_sql"]
+
+# Session settings Delta reads for an idempotent MERGE and for its commit info. Streaming
+# queries run in sessions of their own (clones), so setting them there touches no other query.
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def create_table_sql(table: TableDef, path: Path) -> str:
+    """The table's DDL file as `CREATE TABLE IF NOT EXISTS delta.`path` ...`."""
+    tree = sqlglot.parse_one(table.path.read_text(), read="spark")
+    assert isinstance(tree, exp.Create)
+    target = exp.Table(
+        this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta")
+    )
+    tree.this.set("this", target)
+    tree.set("exists", True)
+    return tree.sql(dialect="spark")
+
+
+def _metadata(batch: BatchId) -> str:
+    return json.dumps(
+        {"pipeline": batch.pipeline, "query": batch.query, "batch_id": str(batch.batch)}
+    )
+
+
+class SparkDeltaSink(DeltaSink):
+    """A lake table written with delta-spark: rows stay on the executors."""
+
+    takes = "dataframe"
+
+    def __init__(self, table: TableDef, lake: Path, spark: SparkSession) -> None:
+        super().__init__(table, lake)
+        self.spark = spark
+
+    def open(self) -> None:  # type: ignore[override]
+        """Create the table from its DDL if it is missing (a delta-rs table is kept as is)."""
+        self.spark.sql(create_table_sql(self.table, self.path))
+
+    def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
+        """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""
+        data = data.select(*self.table.column_names)
+        if self.table.mode == "append":
+            (
+                data.write.format("delta")
+                .mode("append")
+                .option("txnAppId", batch.app_id)
+                .option("txnVersion", batch.batch)
+                .option("userMetadata", _metadata(batch))
+                .save(str(self.path))
+            )
+            return -1
+        from delta.tables import DeltaTable
+
+        session = data.sparkSession
+        conf = {
+            _TXN_APP: batch.app_id,
+            _TXN_VERSION: str(batch.batch),
+            _USER_METADATA: _metadata(batch),
+        }
+        for key, value in conf.items():
+            session.conf.set(key, value)
+        try:
+            predicate = " AND ".join(f"t.{k} = s.{k}" for k in self.table.key)
+            (
+                DeltaTable.forPath(session, str(self.path))
+                .alias("t")
+                .merge(data.alias("s"), predicate)
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        finally:
+            for key in conf:
+                session.conf.unset(key)
+        return -1
