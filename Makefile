@@ -8,7 +8,9 @@ DEMO_LAKE ?= lake
 
 .PHONY: setup java demo test lint bench clean
 
-setup: java $(STAMP)
+JARS := .jars/.fetched
+
+setup: java $(STAMP) $(JARS)
 
 # Spark needs a JVM; install one where it is missing (Debian/Ubuntu).
 java:
@@ -22,6 +24,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
+
+# Spark's Delta and Kafka packages, and Apache Kafka's broker, from Maven (engine/jars.py).
+# Where they cannot be fetched, one line says which and the project runs on the embedded path.
+$(JARS): $(STAMP) jars/pom.xml jars/kafka-broker/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "mvn not found: installing maven"; \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven) >/dev/null 2>&1 || true; }
+	$(PY) -m engine.jars
 
 demo: setup
 	rm -rf $(DEMO_LAKE)
@@ -43,4 +53,4 @@ bench: setup
 	$(PY) bench/bench_sensor_cep.py
 
 clean:
-	rm -rf $(VENV) lake build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .jars lake build *.egg-info .pytest_cache .ruff_cache

@@ -21,9 +21,21 @@ from pathlib import Path
 
 from engine.pipeline import PROJECT_DIR
 
-__all__ = ["POM", "Artifact", "SparkPackages", "artifacts", "fetch", "find_packages"]
+__all__ = [
+    "BROKER_POM",
+    "POM",
+    "Artifact",
+    "SparkPackages",
+    "artifacts",
+    "broker_dir",
+    "cache_dir",
+    "fetch",
+    "find_packages",
+]
 
 POM = PROJECT_DIR / "jars" / "pom.xml"
+#: Apache Kafka's broker, run in a JVM of its own (engine/broker.py), so nothing is left out.
+BROKER_POM = PROJECT_DIR / "jars" / "kafka-broker" / "pom.xml"
 _NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 # A jar file name without its version: "delta-spark_4.2_2.13-4.4.0.jar" -> "delta-spark_4.2_2.13".
 _VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.\-]*\.jar$")
@@ -108,9 +120,15 @@ def _spark_jars() -> set[str]:
     return {m.group("name") for j in folder.glob("*.jar") if (m := _VERSIONED.match(j.name))}
 
 
-def fetch(folder: Path | None = None, pom: Path = POM) -> str | None:
-    """Copy the pom's packages and their dependencies into `folder` (default the cache);
-    returns None when done, else one line saying which artifact could not be fetched."""
+def broker_dir() -> Path:
+    """Where Apache Kafka's broker jars are kept."""
+    return cache_dir() / "kafka-broker"
+
+
+def fetch(folder: Path | None = None, pom: Path = POM, *, for_spark: bool = True) -> str | None:
+    """Copy the pom's packages and their dependencies into `folder` (default the cache),
+    leaving out what Spark ships when `for_spark`; returns None when done, else one line
+    saying which artifact could not be fetched."""
     folder = folder or cache_dir()
     wanted = artifacts(pom)
     if all((folder / a.jar).is_file() for a in wanted):
@@ -140,7 +158,7 @@ def fetch(folder: Path | None = None, pom: Path = POM) -> str | None:
             culprit = missing.coordinate if missing else names
             detail = next((ln for ln in text.splitlines() if "ERROR" in ln), "mvn failed")
             return f"jars: cannot fetch {culprit} ({detail.removeprefix('[ERROR] ')[:160]})"
-        shipped = _spark_jars()
+        shipped = _spark_jars() if for_spark else set()
         folder.mkdir(parents=True, exist_ok=True)
         for jar in Path(tmp).glob("*.jar"):
             m = _VERSIONED.match(jar.name)
@@ -151,11 +169,12 @@ def fetch(folder: Path | None = None, pom: Path = POM) -> str | None:
 
 def main() -> int:
     """`python -m engine.jars`: fetch, or say in one line why the embedded path will be used."""
-    problem = fetch()
+    problem = fetch() or fetch(broker_dir(), BROKER_POM, for_spark=False)
     if problem:
         print(f"{problem}; running on the embedded path (delta-rs, Python Kafka source)")
         return 0
     found = find_packages()
+    (cache_dir() / ".fetched").touch()  # make's stamp: fetched once
     print(f"jars: {len(found.jars)} in {cache_dir()} (delta: {found.delta}, kafka: {found.kafka})")
     return 0
 
