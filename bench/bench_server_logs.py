@@ -4,7 +4,10 @@ Prints figures; it asserts nothing about timings. One run generates N events (or
 then runs three subprocesses one after another, each timed from start to exit with the peak
 RSS of its whole process tree (Python driver + JVM + Python workers):
 
-* pipeline: ``python runner.py run server_logs --once`` into a fresh lake;
+* pipeline: ``python runner.py run server_logs --once`` into a fresh lake, tables written by
+  Spark (delta-spark, the default where the jar is there);
+* pipeline, delta-rs writer: the same with ``--conf lake.writer=delta-rs`` (the embedded path:
+  each batch collected to the driver and committed with delta-rs);
 * parse only: the pipeline's source and ``parsed_logs.sql`` into Spark's ``noop`` sink;
 * parse + dedup: the same parse, then the pipeline's deduplication step alone.
 * native session_window: the same parse, then Spark's own ``session_window`` count.
@@ -14,7 +17,7 @@ modification times of the query checkpoints' ``offsets/`` and ``commits/`` files
 out JVM start-up, view building and shutdown.
 
 Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--workdir DIR]
-[--skip-pipeline] [--wait-idle SECONDS] [--max-files-per-trigger N]``.
+[--skip-pipeline] [--writers spark,delta-rs] [--wait-idle SECONDS] [--max-files-per-trigger N]``.
 """
 
 from __future__ import annotations
@@ -304,9 +307,15 @@ def pipeline_max_files() -> int | None:
 # --- the three runs ---------------------------------------------------------------------------
 
 
-def pipeline_command(data: Path, lake: Path, max_files: int | None) -> list[str]:
+WRITER_RUNS = {"spark": "pipeline", "delta-rs": "pipeline_delta_rs"}
+
+
+def pipeline_command(
+    data: Path, lake: Path, max_files: int | None, writer: str = "spark"
+) -> list[str]:
     """The runner's own command, as a user would type it."""
     args = ["run", PIPELINE, "--once", "--input", str(data), "--lake", str(lake)]
+    args += ["--conf", f"lake.writer={writer}"]
     if max_files is not None:
         args += ["--conf", f"source.maxFilesPerTrigger={max_files}"]
     return [sys.executable, "runner.py", *args]
@@ -437,6 +446,7 @@ def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
 
 LABELS = {
     "pipeline": "pipeline",
+    "pipeline_delta_rs": "pipeline, delta-rs writer",
     "parse": "parse only",
     "dedup": "parse + dedup",
     "session_window": "native session_window",
@@ -472,7 +482,7 @@ def print_runs(runs: dict[str, dict[str, Any]], labels: dict[str, str]) -> None:
             f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
         )
         # The pipeline's queries run side by side, each reading the input itself.
-        for query, v in (r.get("queries") or {}).items() if key == "pipeline" else ():
+        for query, v in (r.get("queries") or {}).items() if key.startswith("pipeline") else ():
             batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
             label = f"  query {query.rsplit('/', 1)[-1]}"
             print(f"{label:<24}{secs(v['streaming_s'])}   batches: {batches} s")
@@ -497,7 +507,12 @@ def _parser() -> argparse.ArgumentParser:
         default=PROJECT_DIR / "bench" / "out",
         help="data, lakes, logs and figures.json (default bench/out/)",
     )
-    parser.add_argument("--skip-pipeline", action="store_true", help="run only the two baselines")
+    parser.add_argument("--skip-pipeline", action="store_true", help="run only the baselines")
+    parser.add_argument(
+        "--writers",
+        default="spark,delta-rs",
+        help="pipeline runs, by table writer (default spark,delta-rs)",
+    )
     parser.add_argument(
         "--wait-idle",
         type=float,
@@ -539,16 +554,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     runs: dict[str, Measurement] = {}
-    if not args.skip_pipeline:
-        lake = runs_dir / "pipeline-lake"
+    for writer in [] if args.skip_pipeline else args.writers.split(","):
+        key = WRITER_RUNS[writer]
+        lake = runs_dir / f"{key}-lake"
         shutil.rmtree(lake, ignore_errors=True)
-        command = pipeline_command(data, lake, max_files)
-        runs["pipeline"] = measure(
-            "pipeline",
-            command,
-            runs_dir / "pipeline.log",
-            lake / "_checkpoints",
-            wait_idle_s=args.wait_idle,
+        command = pipeline_command(data, lake, max_files, writer)
+        runs[key] = measure(
+            key, command, runs_dir / f"{key}.log", lake / "_checkpoints", wait_idle_s=args.wait_idle
         )
     for kind in BASELINES:
         checkpoint = runs_dir / f"{kind}-checkpoint"
@@ -558,10 +570,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             kind, command, runs_dir / f"{kind}.log", checkpoint, wait_idle_s=args.wait_idle
         )
 
-    if "pipeline" in runs:
-        print("\npipeline report:")
-        for line in runs["pipeline"].report:
-            print(f"  {line}")
+    for key in WRITER_RUNS.values():
+        if key in runs:
+            print(f"\n{LABELS[key]} report:")
+            for line in runs[key].report:
+                print(f"  {line}")
     result = figures(args.events, runs)
     result.update(seed=args.seed, files=files, settings=settings, data=str(data))
     print_figures(result, settings)

@@ -128,16 +128,43 @@ def read_tables(tree: exp.Query, lake: Path, snapshot: Snapshot = LATEST) -> dic
     return read
 
 
+def _spark_tables(
+    spark: SparkSession, tree: exp.Query, lake: Path, snapshot: Snapshot
+) -> dict[str, Any]:
+    """The tables a query names as Spark DataFrames: read by Spark's own Delta reader where
+    the session has it, else from delta-rs snapshots."""
+    from engine.spark_session import has_delta
+
+    if not has_delta(spark):
+        return {n: spark.createDataFrame(d) for n, d in read_tables(tree, lake, snapshot).items()}
+    tables = lake_tables(lake)
+    frames = {}
+    for name in referenced_tables(tree):
+        if name not in tables:
+            known = ", ".join(tables) or "none"
+            raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")
+        reader = spark.read.format("delta")
+        if snapshot.version is not None:
+            reader = reader.option("versionAsOf", snapshot.version)
+        if snapshot.as_of is not None:
+            # The version current then, as delta-rs picks it (Spark's timestampAsOf refuses a
+            # time after the last commit).
+            version = snapshot.open(name, tables[name]).version()
+            reader = reader.option("versionAsOf", version)
+        frames[name] = reader.load(str(tables[name]))
+    return frames
+
+
 def run_query(spark: SparkSession, sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
-    """Register the tables the query names as Spark views over their Delta snapshots and run
-    it on Spark."""
+    """Register the tables the query names as Spark views at the snapshot and run it on
+    Spark."""
     from pyspark.errors import PySparkException
 
     from engine.build import spark_error_line
 
-    for name, data in read_tables(parse_query(sql), lake, snapshot).items():
-        spark.createDataFrame(data).createOrReplaceTempView(name)
     try:
+        for name, frame in _spark_tables(spark, parse_query(sql), lake, snapshot).items():
+            frame.createOrReplaceTempView(name)
         return spark.sql(sql).toArrow()
     except PySparkException as err:
         raise UserError(f"query: {spark_error_line(err)}") from None

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.accumulators import Accumulator
 from pyspark.errors import PySparkException
@@ -178,12 +179,13 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
 
 
 def build_views(
-    spark: SparkSession, plan: Plan, *, input_path: str | None = None
+    spark: SparkSession, plan: Plan, *, input_path: str | None = None, lake: Path | None = None
 ) -> dict[str, Accumulator]:
     """Register the source and every view of the plan as streaming temp views, in order;
-    returns each handler's counts accumulator (see `Step.counts`)."""
+    returns each handler's counts accumulator (see `Step.counts`). `lake` holds the table of
+    a delta source."""
     pipeline = plan.pipeline
-    source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka)
+    source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka, lake=lake)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
     counts: dict[str, Accumulator] = {}

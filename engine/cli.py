@@ -54,8 +54,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.spark_session import get_spark
 
     spark_conf, settings = _split_conf(args.conf)
+    writer = settings.pop("lake.writer", None)
+    if writer not in (None, "spark", "delta-rs"):
+        raise UserError(f"--conf lake.writer: spark or delta-rs, not {writer!r}")
     pipeline = _registry(args).get(args.pipeline).with_settings(settings)
     opts = RunOptions(
+        writer=writer,  # type: ignore[arg-type]
         lake=Path(args.lake).resolve(),
         checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
         once=args.once,
@@ -164,15 +168,15 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     topics = args.topics.split(",") if args.topics else _pipeline_topics(_registry(args))
     stop = stop_on_signals()
-    with Broker(port=args.port).start(topics, partitions=args.partitions) as broker:
+    with Broker(port=args.port, kind=args.kind).start(topics, partitions=args.partitions) as broker:
         print(
-            f"kafka broker (tansu, in memory) on {broker.servers}; topics: {', '.join(topics)}; "
-            "Ctrl-C stops it",
+            f"kafka broker ({broker.label}) on {broker.servers}; topics: {', '.join(topics)}; "
+            "Ctrl-C stops it (its topics are lost)",
             flush=True,
         )
         while not stop.wait(0.5):
             if broker.process is None or broker.process.poll() is not None:
-                raise UserError(f"broker: tansu on {broker.servers} exited")
+                raise UserError(f"broker: {broker.label} on {broker.servers} exited")
     print("broker stopped")
     return 0
 
@@ -267,10 +271,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     qual.set_defaults(func=_cmd_quality)
 
-    broker = sub.add_parser("broker", help="run a local Kafka-protocol broker until Ctrl-C")
+    broker = sub.add_parser("broker", help="run a local Kafka broker until Ctrl-C")
     broker.add_argument("--port", type=int, default=9092)
     broker.add_argument("--topics", help="comma-separated (default: the pipelines' topics)")
     broker.add_argument("--partitions", type=int, default=1, help="per new topic")
+    broker.add_argument(
+        "--kind",
+        choices=("kafka", "tansu"),
+        help="Apache Kafka (default where `make` fetched it) or tansu (in memory)",
+    )
     broker.set_defaults(func=_cmd_broker)
 
     orders = sub.add_parser("serve-orders", help="serve JSON orders over TCP until Ctrl-C")

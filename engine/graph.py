@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.build import Plan, plan_pipeline
-from engine.pipeline import Pipeline
+from engine.pipeline import REAL_TIME, Pipeline
 from engine.sqlgraph import SqlStep
 
 __all__ = [
@@ -119,6 +119,8 @@ def _source_detail(pipeline: Pipeline) -> str:
         return f"topic {src.options.get('topic', '?')}"
     if src.kind == "socket":
         return f"{src.options.get('host', '?')}:{src.options.get('port', '?')}"
+    if src.kind == "delta":
+        return f"lake table {src.table}"
     return src.path or ""
 
 
@@ -192,7 +194,9 @@ def graph_of(plan: Plan) -> Graph:
                 members.append(sink_ids[key])
             sink_queries.setdefault(sink_ids[key], []).append(query.name)
             edges.append(Edge(readable[view.lower()], sink_ids[key], query.name))
-        title = f"query {query.name}" + (f" · every {query.trigger}" if query.trigger else "")
+        trigger = query.trigger or ""
+        when = trigger if trigger.startswith(REAL_TIME) else f"every {trigger}"
+        title = f"query {query.name}" + (f" · {when}" if trigger else "")
         groups.append(QueryGroup(query.name, title, tuple(members)))
     for (kind, name), node_id in sink_ids.items():
         if kind == "table":

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from engine.errors import KafkaUnavailable, UserError
 
-__all__ = ["SCHEMA", "KafkaOptions", "KafkaSource", "split_limit"]
+__all__ = ["SCHEMA", "KafkaOptions", "KafkaSource", "check_topic", "split_limit"]
 
 SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
 _ARROW = pa.schema(
@@ -121,6 +121,16 @@ def split_limit(available: Mapping[int, int], cap: int) -> dict[int, int]:
             if left == 0:
                 break
     return take
+
+
+def check_topic(options: KafkaOptions) -> list[int]:
+    """The topic's partitions: KafkaUnavailable when the broker does not answer within
+    `timeout`, UserError when it has no such topic."""
+    reader = _Reader(options)
+    try:
+        return reader._partitions()
+    finally:
+        reader.stop()
 
 
 class _Range(InputPartition):

@@ -21,6 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
+from engine.errors import UserError
 from engine.pipeline import HandlerSpec, Pipeline, Registry
 from engine.sqlgraph import SqlError, SqlStep, Watermark, load_step, order_steps
 
@@ -39,6 +40,7 @@ __all__ = [
     "lint_pipelines",
     "load_files",
     "schema_columns",
+    "source_columns",
 ]
 
 Severity = Literal["error", "warning"]
@@ -48,7 +50,28 @@ SOURCE_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "files": ("value", "source_file", "origin", "timestamp"),
     "kafka": ("key", "value", "topic", "partition", "offset", "timestamp", "origin"),
     "socket": ("value", "timestamp", "origin"),
+    # A delta source adds these to its table's columns (source_columns).
+    "delta": ("origin", "timestamp"),
 }
+
+
+def source_columns(pipeline: Pipeline) -> list[str] | None:
+    """The source view's columns: by kind, and for a delta source its table's columns first
+    (None when `tables/<table>.sql` does not define it: then its readers are not checked)."""
+    src = pipeline.source
+    extra = list(SOURCE_COLUMNS[src.kind])
+    if src.kind != "delta":
+        return extra
+    from engine.tables import load_tables
+
+    try:
+        table = load_tables().get(str(src.table))
+    except UserError:
+        return None
+    if table is None:
+        return None
+    return [*table.column_names, *(c for c in extra if c not in table.column_names)]
+
 
 #: Functions whose result differs from call to call (lower-case Spark names).
 NONDETERMINISTIC = frozenset(
@@ -326,9 +349,7 @@ def check_columns(
     """
     by_name = {s.name: s for s in steps}
     handlers = {h.name: h for h in pipeline.handlers}
-    views: dict[str, list[str] | None] = {
-        pipeline.source.view.lower(): list(SOURCE_COLUMNS[pipeline.source.kind])
-    }
+    views: dict[str, list[str] | None] = {pipeline.source.view.lower(): source_columns(pipeline)}
     findings: list[Finding] = []
     for name in order:
         if name in handlers:

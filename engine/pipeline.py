@@ -13,6 +13,8 @@ from engine.errors import UserError
 
 __all__ = [
     "PROJECT_DIR",
+    "REAL_TIME",
+    "REAL_TIME_BATCH",
     "HandlerSpec",
     "Pipeline",
     "QuerySpec",
@@ -22,9 +24,13 @@ __all__ = [
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
-SourceKind = Literal["files", "kafka", "socket"]
-_KINDS = ("files", "kafka", "socket")
+SourceKind = Literal["files", "kafka", "socket", "delta"]
+_KINDS = ("files", "kafka", "socket", "delta")
 OutputMode = Literal["append", "update"]
+#: The trigger of a query run in Spark's Real-Time Mode: "real-time" or "real-time <duration>"
+#: (how long each of its long-running batches lasts; default REAL_TIME_BATCH).
+REAL_TIME = "real-time"
+REAL_TIME_BATCH = "1 minute"
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class SourceSpec:
     kind: SourceKind
     path: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: kind delta: the lake table read as a stream (`<lake>/<table>`).
+    table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class QuerySpec:
 
     name: str
     sinks: Mapping[str, str]
+    #: "5 seconds" (a micro-batch every so often) or "real-time [duration]" (Spark's Real-Time
+    #: Mode, for a query that writes only topics; engine/run.py).
     trigger: str | None = None
     pool: str | None = None
     topics: Mapping[str, str] = field(default_factory=dict)
@@ -98,7 +108,12 @@ class Pipeline:
         kind = source_opts.pop("kind", self.source.kind)
         if kind not in _KINDS:
             raise UserError(f"--conf source.kind: one of {', '.join(_KINDS)}, not {kind!r}")
-        source = replace(self.source, kind=kind, options={**self.source.options, **source_opts})
+        table = source_opts.pop("table", self.source.table)
+        if kind == "delta" and not table:
+            raise UserError("--conf source.table: a delta source needs the lake table it reads")
+        source = replace(
+            self.source, kind=kind, table=table, options={**self.source.options, **source_opts}
+        )
         return replace(
             self,
             settings={**self.settings, **overrides},
@@ -119,6 +134,21 @@ def _output_mode(mode: str, where: Path) -> OutputMode:
     return mode  # type: ignore[return-value]
 
 
+def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, str]:
+    """A query's tables (`sinks`, may be absent when it writes only `topics`); its trigger
+    `real-time` is for a query that writes only topics."""
+    sinks, topics = query.get("sinks") or {}, query.get("topics") or {}
+    if not sinks and not topics:
+        raise UserError(f"{where}: query '{name}' writes nothing (give it sinks or topics)")
+    trigger = str(query.get("trigger") or "")
+    if trigger.startswith(REAL_TIME) and sinks:
+        raise UserError(
+            f"{where}: query '{name}': trigger {REAL_TIME} is for a query that writes only "
+            "topics (its tables need foreachBatch, which Real-Time Mode does not run)"
+        )
+    return sinks
+
+
 def _load(path: Path) -> Pipeline:
     try:
         spec = yaml.safe_load(path.read_text()) or {}
@@ -133,6 +163,7 @@ def _load(path: Path) -> Pipeline:
         kind=kind,
         path=src.get("path"),
         options=dict(src.get("options") or {}),
+        table=_require(src, "table", path) if kind == "delta" else src.get("table"),
     )
     handlers = tuple(
         HandlerSpec(
@@ -143,7 +174,7 @@ def _load(path: Path) -> Pipeline:
     queries = tuple(
         QuerySpec(
             name=name,
-            sinks=dict(_require(q, "sinks", path)),
+            sinks=dict(_outputs(q, name, path)),
             trigger=q.get("trigger"),
             pool=q.get("pool"),
             topics=dict(q.get("topics") or {}),

@@ -29,6 +29,7 @@ class QueryTotals:
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
     late: int = 0
+    sink_rows: int = 0  # rows Spark's own sink wrote (a query without foreachBatch)
     # The query has a deduplication step, so the three counts above mean something.
     deduplicates: bool = False
 
@@ -76,6 +77,7 @@ class ProgressListener(StreamingQueryListener):
             t.accepted += accepted
             t.duplicates += duplicates
             t.late += late
+            t.sink_rows += max(0, p.sink.numOutputRows)
             t.deduplicates |= dedupe is not None
         if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(

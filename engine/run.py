@@ -6,21 +6,24 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import reduce
 from pathlib import Path
 from typing import Literal, TextIO
 
 from pyspark.accumulators import Accumulator
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.batch_writer import MultiTableWriter, tag_views
 from engine.build import Plan, as_user_error, build_views
-from engine.errors import KafkaUnavailable
-from engine.kafka_sink import TopicSink
-from engine.pipeline import QuerySpec
+from engine.errors import KafkaUnavailable, UserError
+from engine.kafka_sink import SparkTopicSink, TopicSink, headers_column, java_client
+from engine.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
+from engine.sources import Connector, kafka_connector
 from engine.spark_delta import SparkDeltaSink
 from engine.spark_session import default_writer
 
@@ -77,14 +80,33 @@ class RunResult:
                 out.write(f"handler {name}: {counted}\n")
 
 
-def _trigger(spec: QuerySpec, once: bool) -> dict[str, object]:
+def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:
+    """Spark's trigger for the query; `real_time` when the query can run in Real-Time Mode."""
     if once:
         return {"availableNow": True}
-    return {"processingTime": spec.trigger or "0 seconds"}
+    trigger = spec.trigger or "0 seconds"
+    if trigger.startswith(REAL_TIME):
+        if real_time:
+            return {"realTime": trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH}
+        # Real-Time Mode reads only Spark's Kafka source and writes only its Kafka sink;
+        # otherwise the nearest thing: the next micro-batch as soon as one ends.
+        return {"processingTime": "0 seconds"}
+    return {"processingTime": trigger}
 
 
-def _writer(spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions) -> MultiTableWriter:
+def _writer(
+    spark: SparkSession,
+    plan: Plan,
+    spec: QuerySpec,
+    opts: RunOptions,
+    connector: Connector = "python",
+) -> MultiTableWriter:
     pipeline, tables = plan.pipeline, plan.tables
+    if opts.writer == "spark" and default_writer(spark) != "spark":
+        raise UserError(
+            "--conf lake.writer=spark: this Spark session has no Delta Lake "
+            "(the delta-spark jar is not in .jars; `make` fetches it)"
+        )
     if (opts.writer or default_writer(spark)) == "spark":
         sinks: list[DeltaSink | TopicSink] = [
             SparkDeltaSink(tables[t], opts.lake, spark) for t in spec.sinks
@@ -93,7 +115,9 @@ def _writer(spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions) 
         sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
     for sink in sinks:
         sink.open()  # tables exist, with their schema, before the first batch
-    sinks += [TopicSink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics]
+    # Topics go the way the source reads Kafka: Spark's connector or confluent-kafka.
+    topic_sink = SparkTopicSink if connector == "native" else TopicSink
+    sinks += [topic_sink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics]
     return MultiTableWriter(
         pipeline=pipeline.name,
         query=spec.name,
@@ -102,13 +126,61 @@ def _writer(spark: SparkSession, plan: Plan, spec: QuerySpec, opts: RunOptions) 
     )
 
 
-def _start(
-    spark: SparkSession, spec: QuerySpec, writer: MultiTableWriter, once: bool
+def _real_time(spec: QuerySpec) -> bool:
+    """Whether the query asks for Real-Time Mode (it then writes only topics)."""
+    return (spec.trigger or "").startswith(REAL_TIME)
+
+
+def _is_direct(writer: MultiTableWriter) -> bool:
+    """A query that writes only topics, with Spark's Kafka sink: it needs no foreachBatch."""
+    return all(isinstance(s, SparkTopicSink) for s in writer.sinks)
+
+
+def _start_direct(
+    spark: SparkSession, spec: QuerySpec, writer: MultiTableWriter, trigger: dict[str, object]
 ) -> StreamingQuery:
-    targets = zip(writer.sinks, _targets(spec), strict=True)
-    views = [(sink.table, view, spark.table(view)) for sink, view in targets]
+    """Write the query's topics straight to Spark's Kafka sink (no foreachBatch), so it can
+    run in Real-Time Mode. Messages carry the headers pipeline and query (a batch id is not
+    known to a row here)."""
+    headers = headers_column({"pipeline": writer.pipeline, "query": writer.query})
+    parts = [
+        spark.table(view).select(
+            F.col("key").cast("string").alias("key"),
+            F.col("value").cast("string").alias("value"),
+            F.lit(sink.topic).alias("topic"),  # Spark's Kafka sink routes rows by this column
+        )
+        for sink, view in zip(writer.sinks, spec.topics.values(), strict=True)
+    ]
+    return (
+        reduce(DataFrame.unionByName, parts)
+        .withColumn("headers", headers)
+        .writeStream.queryName(spec.name)
+        .format("kafka")
+        .options(**java_client(writer.sinks[0].client))  # type: ignore[union-attr]
+        # Real-Time Mode runs update mode; the query is stateless, so it is the same as append.
+        .outputMode("update")
+        .option("checkpointLocation", str(writer.checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def _start(
+    spark: SparkSession,
+    spec: QuerySpec,
+    writer: MultiTableWriter,
+    once: bool,
+    *,
+    real_time: bool = False,
+) -> StreamingQuery:
+    """Start the query: its writer as foreachBatch, or straight to Kafka (`_is_direct`);
+    `real_time` allows Real-Time Mode (the source is Spark's Kafka connector)."""
     # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
+    if _is_direct(writer):
+        return _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
+    targets = zip(writer.sinks, _targets(spec), strict=True)
+    views = [(sink.table, view, spark.table(view)) for sink, view in targets]
     return (
         tag_views(views)
         .writeStream.queryName(spec.name)
@@ -172,7 +244,17 @@ def run_pipeline(
     """
     stop = stop or threading.Event()
     pipeline = plan.pipeline
-    handler_counts = build_views(spark, plan, input_path=opts.input_path)
+    uses_kafka = pipeline.source.kind == "kafka" or any(q.topics for q in pipeline.queries)
+    connector = kafka_connector(spark, pipeline.source) if uses_kafka else "python"
+    # Real-Time Mode reads only Spark's Kafka source.
+    real_time = connector == "native" and pipeline.source.kind == "kafka" and not opts.input_path
+    if real_time and not opts.once and any(_real_time(q) for q in pipeline.queries):
+        # Spark refuses maxOffsetsPerTrigger in Real-Time Mode, and the queries share one
+        # source view: a continuous run with a real-time query reads without a batch cap.
+        options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
+        pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
+        plan = replace(plan, pipeline=pipeline)
+    handler_counts = build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
     listener = ProgressListener(out, quiet=opts.quiet)
     listener.branches = {q.name: len(_targets(q)) for q in pipeline.queries}
     spark.streams.addListener(listener)
@@ -182,25 +264,30 @@ def run_pipeline(
     retry_at: dict[str, float] = {}
     try:
         for name, spec in specs.items():
-            result.writers[name] = _writer(spark, plan, spec, opts)
-            queries[name] = _start(spark, spec, result.writers[name], opts.once)
+            result.writers[name] = _writer(spark, plan, spec, opts, connector)
+            queries[name] = _start(
+                spark, spec, result.writers[name], opts.once, real_time=real_time
+            )
         while not stop.is_set():
             _schedule_retries(queries, retry_at, once=opts.once, out=out)
             for name, due in list(retry_at.items()):
                 if time.monotonic() >= due:
                     del retry_at[name]
-                    queries[name] = _start(spark, specs[name], result.writers[name], opts.once)
+                    queries[name] = _start(
+                        spark, specs[name], result.writers[name], opts.once, real_time=real_time
+                    )
             # --once ends when every query has drained its input; a run ends when any query
             # ends (a continuous query only ends by failing, handled above).
             inactive = [not q.isActive for n, q in queries.items() if n not in retry_at]
             if (all if opts.once else any)(inactive) and not retry_at:
                 break
             stop.wait(0.2)
-        for q in queries.values():
+        for name, q in queries.items():
             if pipeline.source.kind == "socket" and q.isActive:
                 # What the socket already delivered is in no checkpoint: process it first.
                 q.processAllAvailable()
-            _stop_between_batches(q)
+            # A Real-Time Mode batch never ends by itself; its Kafka writes are at least once.
+            _stop_between_batches(q, 0.0 if _is_direct(result.writers[name]) else 120.0)
         for name, q in queries.items():
             failed = _failure(name, q)
             if failed:
@@ -208,6 +295,11 @@ def run_pipeline(
         for name, q in queries.items():
             if q.lastProgress:
                 listener.wait_for(name, q.lastProgress["batchId"])
+            writer = result.writers[name]
+            totals = listener.totals.get(name)
+            if _is_direct(writer) and totals:  # no foreachBatch counted its rows: Spark did
+                topics = "kafka:" + ",".join(specs[name].topics)
+                writer.rows[topics] = writer.written[topics] = totals.sink_rows
     finally:
         for q in queries.values():
             if q.isActive:

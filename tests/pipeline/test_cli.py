@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -14,14 +15,23 @@ import pytest
 from tests.conftest import PROJECT
 
 
-def runner(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess[str]:
+def runner(
+    *args: str, cwd: Path = PROJECT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(PROJECT / "runner.py"), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, **(env or {})},
     )
+
+
+def without_jars(tmp_path: Path) -> dict[str, str]:
+    """The environment of a machine where `make` could not fetch the Spark packages."""
+    (tmp_path / "no-jars").mkdir(exist_ok=True)
+    return {"STREAMLAKE_JARS": str(tmp_path / "no-jars")}
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -45,7 +55,7 @@ def test_pipelines_lists_tables():
         (
             ("run", "nope"),
             "unknown pipeline 'nope' "
-            "(pipelines: order_status, sensor_cep, server_logs, user_activity)",
+            "(pipelines: customer_spend, order_status, sensor_cep, server_logs, user_activity)",
         ),
         (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
@@ -67,6 +77,17 @@ def test_user_errors_are_one_line_and_exit_2(args, message):
     result = runner(*args)
     assert result.returncode == 2, result.stderr
     assert message in one_error_line(result)
+
+
+def test_spark_writer_without_the_delta_jar_is_one_line_and_writes_nothing(tmp_path):
+    lake = tmp_path / "lake"
+    args = ("run", "server_logs", "--once", "--lake", str(lake), "--conf", "lake.writer=spark")
+    result = runner(*args, env=without_jars(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert "--conf lake.writer=spark: this Spark session has no Delta Lake" in one_error_line(
+        result
+    )
+    assert not [p for p in lake.iterdir() if (p / "_delta_log").exists()]
 
 
 def copy_project(tmp_path: Path) -> Path:

@@ -61,7 +61,11 @@ def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, 
     assert sum(s["total_events"] for s in sessions) == summary.events
 
 
-def test_sigkill_mid_stream_then_restart_gives_the_same_tables(generated, reference, tmp_path):
+# The reference lake is written by Spark; the embedded delta-rs writer must give it too.
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_sigkill_mid_stream_then_restart_gives_the_same_tables(
+    generated, reference, tmp_path, writer
+):
     folder, _ = generated
     lake, _ = reference
     lake2 = tmp_path / "lake"
@@ -77,6 +81,8 @@ def test_sigkill_mid_stream_then_restart_gives_the_same_tables(generated, refere
         str(lake2),
         "--conf",
         "source.maxFilesPerTrigger=1",
+        "--conf",
+        f"lake.writer={writer}",
     ]
     # A session of its own, so the kill takes the JVM and the Python workers down too.
     proc = subprocess.Popen(

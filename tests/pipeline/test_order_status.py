@@ -76,6 +76,7 @@ def test_the_same_sql_over_a_kafka_topic(spark, tmp_path):
                     "source.topic": "orders",
                     "kafka.bootstrap.servers": broker.servers,
                     "source.maxRecordsPerBatch": "100",
+                    "source.connector": "native",  # Spark's Kafka connector, on Apache Kafka
                 }
             )
         )

@@ -1,4 +1,5 @@
-"""sensor_cep on a hand-made input with known windows, from files and from a real broker."""
+"""sensor_cep on a hand-made input with known windows, from files and from a real broker
+(Apache Kafka): Spark's Kafka connector by default, the Python source in one scenario."""
 
 from __future__ import annotations
 
@@ -136,19 +137,40 @@ def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):
     assert samples(lake) == EXPECTED_PER_DEVICE
 
 
-def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path):
+@pytest.mark.parametrize("connector", ["native", "python"])
+def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path, connector):
+    from engine.kafka_sink import SparkTopicSink
+
     lake = tmp_path / "lake"
-    kafka = {"kafka.bootstrap.servers": broker.servers}
+    kafka = {"kafka.bootstrap.servers": broker.servers, "source.connector": connector}
     # One run per file: each run reads what the topic holds, as one batch.
     for part in sorted(SCENARIO.glob("part-*.json")):
         produce(broker.servers, "sensor-readings", part.read_text().splitlines())
         result = run(spark, lake, kafka, input_path=None)
         assert result.listener.totals["samples"].batches >= 1
+        # Spark's Kafka sink writes the alerts, or confluent-kafka's producer.
+        alerts_sink = result.writers["alerts"].sinks[0]
+        assert isinstance(alerts_sink, SparkTopicSink) == (connector == "native")
     assert samples(lake) == EXPECTED_SAMPLES
     assert anomalies(lake) == EXPECTED_ANOMALIES
     assert alerts(broker.servers) == EXPECTED_ANOMALIES
     sources = {r["source"] for r in read_table(lake, "quarantine")}
     assert sources == {"sensor-readings:0:6", "sensor-readings:0:14"}
+    sent = consume(broker.servers, "sensor-anomalies", expect=len(EXPECTED_ANOMALIES))
+    assert {dict(m.headers())["query"] for m in sent} == {b"alerts"}
+
+
+def test_native_connector_where_spark_has_no_kafka_jar_is_one_line(spark, monkeypatch):
+    from engine import sources
+
+    monkeypatch.setattr(sources, "has_kafka", lambda _spark: False)
+    spec = Registry().get("sensor_cep").with_settings({"source.connector": "native"}).source
+    with pytest.raises(UserError, match=r"^source\.connector: native needs Spark's Kafka"):
+        sources.kafka_connector(spark, spec)
+    auto = Registry().get("sensor_cep").source
+    assert sources.kafka_connector(spark, auto) == "python"
+    monkeypatch.undo()
+    assert sources.kafka_connector(spark, auto) == "native"
 
 
 def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
@@ -176,13 +198,15 @@ def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broke
         "to_json(named_struct('device_id', device_id, 'sensor_freq', sensor_freq)) AS value",
     )
     topic = TopicSink("sensor-anomalies", {"bootstrap.servers": broker.servers}, where=tmp_path)
+    delta = DeltaSink(table, tmp_path / "lake")
+    delta.open()  # as run.py does: the table exists before the first batch
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text('{"id": "test"}')
     writer = MultiTableWriter(
         pipeline="sensor_cep",
         query="anomalies",
-        sinks=[DeltaSink(table, tmp_path / "lake"), topic],
+        sinks=[delta, topic],
         checkpoint=checkpoint,
     )
     batch = tag_views([(table, "anomalies", rows), (topic.table, "anomaly_alerts", rows)])

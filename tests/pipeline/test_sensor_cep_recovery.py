@@ -1,5 +1,9 @@
 """sensor_cep against a real broker when things go wrong: a SIGKILL mid-stream, the broker
-going away and coming back, and a broker that is not there at all."""
+going away and coming back, and a broker that is not there at all.
+
+The crash and outage tests run the Python source and producer (`source.connector=python`),
+the embedded path; the outage test on tansu, whose restart on the same port the Python client
+takes as the same broker coming back."""
 
 from __future__ import annotations
 
@@ -46,6 +50,8 @@ def runner_command(lake: Path, servers: str) -> list[str]:
         f"kafka.bootstrap.servers={servers}",
         "--conf",
         "source.maxRecordsPerBatch=800",
+        "--conf",
+        "source.connector=python",
     ]
 
 
@@ -59,7 +65,11 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         Registry()
         .get("sensor_cep")
         .with_settings(
-            {"kafka.bootstrap.servers": broker.servers, "source.maxRecordsPerBatch": "800"}
+            {
+                "kafka.bootstrap.servers": broker.servers,
+                "source.maxRecordsPerBatch": "800",
+                "source.connector": "python",
+            }
         )
     )
     run_pipeline(
@@ -108,7 +118,7 @@ ANOMALY = '{{"device_id": {d}, "sensor_freq": -{d}.5, "event_time": "2023-04-12 
 
 
 def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tmp_path):
-    broker = Broker().start(TOPICS)
+    broker = Broker(kind="tansu").start(TOPICS)
     lake = tmp_path / "lake"
     pipeline = (
         Registry()
@@ -118,6 +128,7 @@ def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tm
                 "kafka.bootstrap.servers": broker.servers,
                 "kafka.message.timeout.ms": "3000",
                 "source.timeout": "2",
+                "source.connector": "python",
                 # The in-memory broker comes back empty: its offsets start again at 0.
                 "source.failOnDataLoss": "false",
             }

@@ -119,3 +119,26 @@ def test_rerun_over_the_same_input_adds_nothing(spark, scenario):
     plan = plan_pipeline(Registry().get("server_logs"), once=True)
     run_pipeline(spark, plan, RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True))
     assert {name: read_table(lake, name) for name in before} == before
+
+
+def test_spark_written_tables_name_their_batches_in_history(scenario):
+    from engine.history import table_history
+
+    lake, _, _ = scenario
+    commits = table_history(lake, "sessions").to_pylist()
+    merges = [c for c in commits if c["operation"] == "MERGE"]
+    assert merges and {(c["pipeline"], c["query"]) for c in merges} == {("server_logs", "sessions")}
+    assert sorted(c["batch_id"] for c in merges) == list(range(len(merges)))
+    assert all(c["rows_written"] for c in merges)
+
+
+def test_embedded_delta_rs_writer_gives_the_same_tables(spark, scenario, tmp_path):
+    lake, _, folder = scenario
+    pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
+    opts = RunOptions(
+        lake=tmp_path / "lake", once=True, input_path=str(folder), quiet=True, writer="delta-rs"
+    )
+    run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+    for name in ("events", "sessions", "carts", "purchases", "quarantine"):
+        drop = ("ingested_at",)
+        assert read_table(tmp_path / "lake", name, drop=drop) == read_table(lake, name, drop=drop)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from datetime import datetime
 
+import pytest
+
 from engine.build import plan_pipeline
 from engine.pipeline import Registry
 from engine.run import RunOptions, run_pipeline
@@ -28,11 +30,13 @@ EXPECTED_SPANS = [
 ]
 
 
-def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path):
+# Tables written by Spark (delta-spark), and by delta-rs on the embedded path.
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path, writer):
     lake = tmp_path / "lake"
     pipeline = Registry().get("user_activity").with_settings({"source.maxFilesPerTrigger": "1"})
     folder = staged(SCENARIO, tmp_path / "in")
-    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True, writer=writer)
     result = run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
 
     spans = [

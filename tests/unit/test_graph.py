@@ -18,7 +18,7 @@ from engine.graph_svg import find_chromium, layout, to_svg
 from engine.pipeline import Registry
 
 PROJECT = Path(__file__).resolve().parents[2]
-PIPELINES = ["server_logs", "user_activity", "sensor_cep", "order_status"]
+PIPELINES = ["server_logs", "user_activity", "sensor_cep", "order_status", "customer_spend"]
 SVG = "{http://www.w3.org/2000/svg}"
 
 EXPECTED_EDGES = {
@@ -70,6 +70,10 @@ EXPECTED_EDGES = {
         ("view:order_totals", "table:order_totals"),
         ("view:quarantine", "table:quarantine"),
     },
+    "customer_spend": {
+        ("source:purchase_rows", "view:customer_spend"),
+        ("view:customer_spend", "table:customer_spend"),
+    },
 }
 
 
@@ -107,10 +111,14 @@ def test_other_labels(graphs):
     assert sensor.find("source", "raw_readings").label[0] == "raw_readings (kafka)"
     assert sensor.find("topic", "sensor-anomalies").label == ("kafka: sensor-anomalies",)
     groups = {g.name: g.members for g in sensor.queries}
-    assert sensor.find("topic", "sensor-anomalies").id in groups["anomalies"]
+    assert sensor.find("topic", "sensor-anomalies").id in groups["alerts"]
+    titles = {g.name: g.title for g in sensor.queries}
+    assert titles["alerts"] == "query alerts · real-time"
     activity = graphs["user_activity"].find("view", "activity_events")
     assert activity.label[1] == "dedup on user, event_time · watermark 5 seconds"
     assert graphs["order_status"].find("view", "order_counts").label[1] == "watermark 10 seconds"
+    spend = graphs["customer_spend"].find("source", "purchase_rows")
+    assert spend.label == ("purchase_rows (delta)", "lake table purchases")
 
 
 def test_watermark_setting_shows_in_label():

@@ -32,6 +32,10 @@ def run_lint(project: Path, capsys: pytest.CaptureFixture[str], *names: str) -> 
 
 
 TOTALS = "sql/order_status/order_totals.sql"
+SPEND_WARNING = (
+    "sql/customer_spend/customer_spend.sql:12:20: warning: aggregation without a WATERMARK "
+    "upstream keeps one state row per group forever [unbounded-aggregation]"
+)
 TOTALS_WARNING = (
     f"{TOTALS}:7:15: warning: aggregation without a WATERMARK upstream keeps one state row per "
     "group forever [unbounded-aggregation]"
@@ -172,6 +176,14 @@ CASES = [
         " or deduplication key [nondeterministic-key]",
         id="nondeterministic-group-by",
     ),
+    pytest.param(
+        "sql/customer_spend/customer_spend.sql",
+        "sum(quantity)",
+        "sum(quantiy)",
+        "sql/customer_spend/customer_spend.sql:7:13: error: unknown column 'quantiy'"
+        " [unknown-column]",
+        id="delta-source-columns",
+    ),
 ]
 
 
@@ -193,13 +205,17 @@ def test_one_finding_per_broken_file(
     assert lines[-1].startswith("lint: 1 pipeline, ")
 
 
-def test_project_sql_is_clean_but_for_one_warning(capsys: pytest.CaptureFixture[str]) -> None:
+def test_project_sql_is_clean_but_for_two_warnings(capsys: pytest.CaptureFixture[str]) -> None:
     result = lint_pipelines(Registry())
     assert result.errors == 0
-    assert [f.code for f in result.findings] == ["unbounded-aggregation"]
+    assert [f.code for f in result.findings] == ["unbounded-aggregation"] * 2
     assert main(["lint"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [TOTALS_WARNING, "lint: 4 pipelines, 21 SQL files, no errors, 1 warning"]
+    assert out == [
+        SPEND_WARNING,
+        TOTALS_WARNING,
+        "lint: 5 pipelines, 22 SQL files, no errors, 2 warnings",
+    ]
 
 
 def test_clean_pipeline_and_unknown_pipeline(

@@ -46,3 +46,34 @@ def test_settings_are_checked(pipeline):
     p = pipeline.with_settings({"source.maxFilesPerTrigger": "1", "session_timeout": "1 minute"})
     assert p.source.options["maxFilesPerTrigger"] == "1"
     assert plan_pipeline(p).handlers["session_updates"][1].gap.total_seconds() == 60
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("  q: {trigger: 5 seconds}\n", "query 'q' writes nothing"),
+        (
+            "  q: {trigger: real-time, sinks: {quarantine: quarantine}}\n",
+            "trigger real-time is for a query that writes only topics",
+        ),
+    ],
+)
+def test_query_outputs_are_checked(tmp_path, query, message):
+    spec = (Registry().folder / "sensor_cep.yaml").read_text()
+    head = spec[: spec.index("queries:")]
+    (tmp_path / "sensor_cep.yaml").write_text(f"{head}queries:\n{query}")
+    with pytest.raises(UserError, match=message):
+        Registry(tmp_path).get("sensor_cep")
+
+
+def test_a_topics_only_query_may_run_in_real_time():
+    from engine.run import _trigger
+
+    alerts = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
+    assert not alerts.sinks and alerts.topics == {"sensor-anomalies": "anomaly_alerts"}
+    assert _trigger(alerts, once=False, real_time=True) == {"realTime": "1 minute"}
+    # Without Spark's Kafka source (Python connector, files): the next batch at once.
+    assert _trigger(alerts, once=False) == {"processingTime": "0 seconds"}
+    assert _trigger(alerts, once=True, real_time=True) == {"availableNow": True}
+    five = replace(alerts, trigger="real-time 5 minutes")
+    assert _trigger(five, once=False, real_time=True) == {"realTime": "5 minutes"}

@@ -1,0 +1,169 @@
+"""server_logs on a real Spark standalone cluster (a master and one worker from the installed
+pyspark) gives exactly the tables of a local run; an unreachable master is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from tests.conftest import PROJECT, read_table
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+TABLES = ("events", "sessions", "carts", "purchases", "quarantine")
+WALL_CLOCK = ("ingested_at",)  # quarantine's read time differs between any two runs
+
+# The executors' interpreter: the venv's, minus the editable install that would let them
+# import the project from /work/main. They then find `engine` and `handlers` only in the zip
+# the run ships (engine/cluster.py), as executors on other machines would. Each worker
+# process leaves a marker file, so the test knows the executors ran through this guard.
+GUARD = """
+import os, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+sys.path[:] = [p for p in sys.path if "__editable__" not in p and p != {project!r}]
+open(os.path.join({markers!r}, str(os.getpid())), "w").close()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_worker(ui_port: int, process: subprocess.Popen, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "spark master exited"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+                if json.load(r).get("aliveworkers", 0) >= 1:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError("the spark worker did not register with the master")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """A standalone master and one worker (1 core, 1 GiB) on 127.0.0.1; its URL and folder."""
+    root = tmp_path_factory.mktemp("cluster")
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    # Clean environment: nothing of the test's PYTHONPATH reaches the executors.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK"))}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root / "logs"))
+    processes: list[subprocess.Popen] = []
+    try:
+        master_cmd = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]
+        processes.append(
+            subprocess.Popen(
+                [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", *master_cmd],
+                cwd=root,
+                env=env,
+                stdout=open(root / "master.log", "w"),  # noqa: SIM115 (closed at exit)
+                stderr=subprocess.STDOUT,
+            )
+        )
+        worker_cmd = [
+            f"spark://127.0.0.1:{port}",
+            *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
+            *("--webui-port", str(worker_ui), "--work-dir", str(root / "work")),
+        ]
+        processes.append(
+            subprocess.Popen(
+                [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", *worker_cmd],
+                cwd=root,
+                env=env,
+                stdout=open(root / "worker.log", "w"),  # noqa: SIM115 (closed at exit)
+                stderr=subprocess.STDOUT,
+            )
+        )
+        wait_for_worker(ui, processes[0])
+        yield f"spark://127.0.0.1:{port}", root
+    finally:
+        for process in reversed(processes):
+            stop(process)
+
+
+def run_server_logs(lake: Path, *conf: str, env: dict[str, str] | None = None, cwd: Path):
+    args = [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs", "--once"]
+    args += ["--lake", str(lake), "--input", str(PROJECT / "data" / "server_logs")]
+    # Two shuffle partitions, as the other pipeline tests: fewer tasks on the single core.
+    for item in ("spark.sql.shuffle.partitions=2", *conf):
+        args += ["--conf", item]
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def guarded_python(root: Path) -> tuple[Path, Path]:
+    """An executable that runs the venv's Python through GUARD; and its markers folder."""
+    guard, markers = root / "guard", root / "markers"
+    guard.mkdir()
+    markers.mkdir()
+    code = GUARD.format(project=str(PROJECT), markers=str(markers))
+    (guard / "sitecustomize.py").write_text(code)
+    wrapper = root / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{guard}:$PYTHONPATH" exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, markers
+
+
+def test_standalone_cluster_writes_the_tables_of_a_local_run(cluster, tmp_path):
+    master, root = cluster
+    python, markers = guarded_python(tmp_path)
+    env = {**os.environ, "PYSPARK_PYTHON": str(python)}
+    # Run from an unrelated folder: nothing may depend on the driver's working directory.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    on_cluster = run_server_logs(
+        tmp_path / "cluster", f"spark.master={master}", env=env, cwd=elsewhere
+    )
+    assert on_cluster.returncode == 0, on_cluster.stderr + on_cluster.stdout
+    local = run_server_logs(tmp_path / "local", cwd=elsewhere)
+    assert local.returncode == 0, local.stderr + local.stdout
+
+    assert any(markers.iterdir()), "no executor Python worker ran through the guard"
+    apps = list((root / "work").glob("app-*"))
+    assert apps, "the run did not execute on the cluster's worker"
+    for table in TABLES:
+        got = read_table(tmp_path / "cluster", table, drop=WALL_CLOCK)
+        want = read_table(tmp_path / "local", table, drop=WALL_CLOCK)
+        assert got == want, table
+        assert want or table == "purchases", f"{table} is empty"
+
+
+def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
+    closed = free_port()  # bound and released: nothing listens there
+    started = time.monotonic()
+    result = run_server_logs(
+        tmp_path / "lake", f"spark.master=spark://127.0.0.1:{closed}", cwd=tmp_path
+    )
+    elapsed = time.monotonic() - started
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{closed}")
+    assert "unreachable" in lines[0]
+    assert elapsed < 30, elapsed
+    assert not (tmp_path / "lake").exists()
