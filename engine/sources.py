@@ -102,6 +102,8 @@ def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     _check_topic(options)
     native = {
         "subscribe": options["topic"],
+        # The Python source's default, not Spark's ("latest"): a new query reads the topic.
+        "startingOffsets": options.get("startingOffsets", "earliest"),
         "maxOffsetsPerTrigger": options.get("maxRecordsPerBatch"),
         **{k: v for k, v in options.items() if k not in _PYTHON_ONLY},
     }

@@ -123,6 +123,16 @@ CLEAN: dict[str, list[dict[str, Any]]] = {
         }
     ],
     "order_totals": [{"status": "PLACED", "orders": 3, "updated_at": T}],
+    "customer_spend": [
+        {
+            "customer_id": "a",
+            "purchased_items": 1,
+            "units": 2,
+            "total_spent": 4.0,
+            "first_purchase": T,
+            "last_purchase": T,
+        }
+    ],
     "quarantine": [
         {
             "pipeline": "server_logs",

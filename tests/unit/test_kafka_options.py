@@ -62,4 +62,5 @@ def test_conf_overrides_kafka_settings_and_source_options():
     )
     assert pipeline.kafka["bootstrap.servers"] == "127.0.0.1:1234"
     assert pipeline.source.options["topic"] == "other"
-    assert pipeline.queries[1].topics == {"sensor-anomalies": "anomaly_alerts"}
+    alerts = next(q for q in pipeline.queries if q.topics)
+    assert alerts.topics == {"sensor-anomalies": "anomaly_alerts"}
