@@ -30,7 +30,7 @@ def snapshot(lake: Path) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> tuple[Path, GenerationSummary]:
     folder = tmp_path_factory.mktemp("gen") / "in"
-    summary = generate_server_logs(folder, events=3000, seed=7, faults=True, lines_per_file=300)
+    summary = generate_server_logs(folder, events=2000, seed=7, faults=True, lines_per_file=250)
     assert summary.files >= 8 and summary.late and summary.duplicates
     return folder, summary
 
