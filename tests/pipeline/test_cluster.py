@@ -77,31 +77,27 @@ def cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK"))}
     env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root / "logs"))
     processes: list[subprocess.Popen] = []
+
+    def spawn(main: str, args: list[str]) -> subprocess.Popen:
+        """A Spark daemon (`org.apache.spark.deploy.<main>`), its output in <root>/<name>.log."""
+        log = root / f"{main.split('.')[0]}.log"
+        return subprocess.Popen(
+            [str(SPARK_CLASS), f"org.apache.spark.deploy.{main}", *args],
+            cwd=root,
+            env=env,
+            stdout=log.open("w"),  # closed when the process exits
+            stderr=subprocess.STDOUT,
+        )
+
     try:
         master_cmd = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]
-        processes.append(
-            subprocess.Popen(
-                [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", *master_cmd],
-                cwd=root,
-                env=env,
-                stdout=open(root / "master.log", "w"),  # noqa: SIM115 (closed at exit)
-                stderr=subprocess.STDOUT,
-            )
-        )
+        processes.append(spawn("master.Master", master_cmd))
         worker_cmd = [
             f"spark://127.0.0.1:{port}",
             *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
             *("--webui-port", str(worker_ui), "--work-dir", str(root / "work")),
         ]
-        processes.append(
-            subprocess.Popen(
-                [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", *worker_cmd],
-                cwd=root,
-                env=env,
-                stdout=open(root / "worker.log", "w"),  # noqa: SIM115 (closed at exit)
-                stderr=subprocess.STDOUT,
-            )
-        )
+        processes.append(spawn("worker.Worker", worker_cmd))
         wait_for_worker(ui, processes[0])
         yield f"spark://127.0.0.1:{port}", root
     finally:
