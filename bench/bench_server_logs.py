@@ -1,23 +1,27 @@
-"""Benchmark: the server_logs pipeline against two plain-Spark baselines on the same input.
+"""Benchmark: the server_logs pipeline against plain-Spark baselines on the same input.
 
 Prints figures; it asserts nothing about timings. One run generates N events (or reuses them),
-then runs three subprocesses one after another, each timed from start to exit with the peak
-RSS of its whole process tree (Python driver + JVM + Python workers):
+then runs subprocesses one after another, each timed from start to exit with the peak RSS of
+its whole process tree (Python driver + JVM + Python workers):
 
-* pipeline: ``python runner.py run server_logs --once`` into a fresh lake, tables written by
-  Spark (delta-spark, the default where the jar is there);
-* pipeline, delta-rs writer: the same with ``--conf lake.writer=delta-rs`` (the embedded path:
-  each batch collected to the driver and committed with delta-rs);
-* parse only: the pipeline's source and ``parsed_logs.sql`` into Spark's ``noop`` sink;
-* parse + dedup: the same parse, then the pipeline's deduplication step alone.
-* native session_window: the same parse, then Spark's own ``session_window`` count.
+* pipeline: ``python runner.py run server_logs --once`` into a fresh lake, all five tables
+  written by Spark (delta-spark, the default where the jar is there);
+* pipeline, delta-rs writer: the same with ``--conf lake.writer=delta-rs`` (the embedded path);
+* plain from_json: the files parsed with ``from_json`` and an explicit schema, as a Spark
+  engineer would write it, into Spark's ``noop`` sink;
+* pipeline parse: the pipeline's source and ``parsed_logs.sql`` into ``noop``;
+* native session_window: the plain parse, then Spark's own ``session_window`` count with
+  Spark's default state store, into ``noop``;
+* flatness: the pipeline again with one file per batch; each table's commit time per batch is
+  read from the Delta logs, and the median of the last 10 batches is compared with the first 10.
 
 Each is also timed from its first batch start to its last batch commit, read from the
 modification times of the query checkpoints' ``offsets/`` and ``commits/`` files, which leaves
-out JVM start-up, view building and shutdown.
+out JVM start-up, view building and shutdown. The ratios printed last are the targets.
 
 Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--workdir DIR]
-[--skip-pipeline] [--writers spark,delta-rs] [--wait-idle SECONDS] [--max-files-per-trigger N]``.
+[--skip-pipeline] [--writers spark,delta-rs] [--wait-idle SECONDS] [--max-files-per-trigger N]
+[--no-flatness]``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -47,7 +52,7 @@ if str(PROJECT_DIR) not in sys.path:
 
 PIPELINE = "server_logs"
 PARSE_SQL = PROJECT_DIR / "sql" / "server_logs" / "parsed_logs.sql"
-BASELINES = ("parse", "dedup", "session_window")
+BASELINES = ("from_json", "parse", "session_window")
 RSS_POLL_S = 0.2
 GIB = 1024**3
 # Subprocess lines worth echoing live; the full output goes to a log file in the workdir.
@@ -321,8 +326,22 @@ def pipeline_command(
     return [sys.executable, "runner.py", *args]
 
 
+# What a Spark engineer would write by hand for these logs: an explicit schema.
+LOG_SCHEMA = (
+    "timestamp STRING, CustomerId STRING, Source STRING, EventType STRUCT<"
+    "AddToCart: STRUCT<ProductId: STRING, Price: DOUBLE>, "
+    "ProductView: STRUCT<ProductId: STRING, Price: DOUBLE>, "
+    "Purchase: ARRAY<STRUCT<ProductId: STRING, Price: STRING, Quantity: INT>>>"
+)
+
+
 def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None) -> int:
-    """Subprocess body: the pipeline's source and parse, then `kind`'s plan into a noop sink."""
+    """Subprocess body: one plain-Spark query over the files into a noop sink.
+
+    ``parse`` is the pipeline's own source and ``parsed_logs.sql``; ``from_json`` and
+    ``session_window`` are written as a Spark engineer would: ``from_json`` with an explicit
+    schema, then (``session_window``) Spark's own sessionization with the default state store.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -330,28 +349,40 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
     from engine.sources import open_source
     from engine.spark_session import get_spark
 
-    spark = get_spark()
+    overrides = {}
+    if kind != "parse":
+        # Spark's default state store (HDFS-backed, in memory), not the pipeline's RocksDB.
+        overrides["spark.sql.streaming.stateStore.providerClass"] = (
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+        )
+    spark = get_spark(overrides)
     print(f"baseline {kind}: Spark session ready", flush=True)
     spec = Registry().get(PIPELINE).source
     if max_files is not None:
         spec = dataclasses.replace(spec, options={**spec.options, "maxFilesPerTrigger": max_files})
-    # The same source code and parsing SQL as the pipeline, so only the rest differs.
-    open_source(spark, spec, path=str(data)).createOrReplaceTempView(spec.view)
-    spark.sql(PARSE_SQL.read_text())
-    df = spark.table("parsed_logs")
-    if kind == "dedup":
-        # The pipeline's first stateful step alone (sql/server_logs/log_lines.sql), which
-        # every one of its queries runs.
+    if kind == "parse":
+        # The same source code and parsing SQL as the pipeline.
+        open_source(spark, spec, path=str(data)).createOrReplaceTempView(spec.view)
+        spark.sql(PARSE_SQL.read_text())
+        df = spark.table("parsed_logs")
+    else:
+        reader = spark.readStream.format("text")
+        if spec.options.get("maxFilesPerTrigger") is not None:
+            reader = reader.option("maxFilesPerTrigger", spec.options["maxFilesPerTrigger"])
+        log = F.from_json("value", LOG_SCHEMA).alias("log")
         df = (
-            df.where("reject_reason IS NULL")
-            .withWatermark("event_time", "1 minute")
-            .dropDuplicates(
-                ["customer_id", "event_time", "event_type", "items", "source", "logged_out"]
+            reader.load(str(data))
+            .select(log)
+            .select(
+                F.col("log.CustomerId").alias("customer_id"),
+                F.to_timestamp("log.timestamp", "d:M:yyyy H:m:s").alias("event_time"),
+                F.col("log.EventType").alias("event_type"),
+                F.col("log.Source").alias("source"),
             )
         )
     if kind == "session_window":
         df = (
-            df.where("reject_reason IS NULL")
+            df.where("customer_id IS NOT NULL AND event_time IS NOT NULL")
             .withWatermark("event_time", "1 minute")
             .groupBy("customer_id", F.session_window("event_time", "5 minutes"))
             .count()
@@ -441,14 +472,78 @@ def figures(events: int, runs: dict[str, Measurement]) -> dict[str, Any]:
             if m.streaming_s and pipe.streaming_s:
                 entry["pipeline_ratio_streaming"] = m.streaming_s / pipe.streaming_s
         out["runs"][key] = entry
+    out["ratios"] = _ratios(runs)
+    return out
+
+
+# (name, numerator run, denominator run, target): the issue's targets, printed with the figures.
+RATIOS = (
+    ("pipeline / native session_window", "pipeline", "session_window", 1.5),
+    ("pipeline parse / plain from_json", "parse", "from_json", 1.5),
+)
+
+
+def _ratios(runs: dict[str, Measurement]) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for name, top, bottom, target in RATIOS:
+        if top in runs and bottom in runs:
+            a, b = runs[top], runs[bottom]
+            streaming = a.streaming_s / b.streaming_s if a.streaming_s and b.streaming_s else None
+            out[name] = {"wall": a.wall_s / b.wall_s, "streaming": streaming, "target": target}
+    return out
+
+
+# --- flatness: per-table cost of each batch as the tables grow -------------------------------
+
+
+def table_batch_costs(lake: Path, checkpoints: Path) -> dict[str, list[float]]:
+    """Seconds each table's commit took in each batch of the pipeline's query, from the Delta
+    logs: a query writes its tables one after another, so a commit's cost is the time since
+    the commit before it in the same batch (or since the batch was planned)."""
+    planned: dict[int, float] = {}
+    for offsets in checkpoints.rglob("offsets"):
+        planned.update(
+            {int(f.name): f.stat().st_mtime for f in offsets.iterdir() if f.name.isdigit()}
+        )
+    commits: dict[int, list[tuple[float, str]]] = {}
+    for log in lake.glob("*/_delta_log"):
+        for entry in sorted(log.glob("*.json")):
+            for line in entry.read_text().splitlines():
+                info = json.loads(line).get("commitInfo")
+                if not info or not info.get("userMetadata"):
+                    continue
+                batch = int(json.loads(info["userMetadata"])["batch_id"])
+                commits.setdefault(batch, []).append((info["timestamp"] / 1000, log.parent.name))
+    costs: dict[str, list[float]] = {}
+    for batch in sorted(commits):
+        previous = planned.get(batch)
+        for at, table in sorted(commits[batch]):
+            if previous is not None:
+                costs.setdefault(table, []).append(max(0.0, at - previous))
+            previous = at
+    return costs
+
+
+def flatness(costs: dict[str, list[float]], n: int = 10) -> dict[str, dict[str, float]]:
+    """Per table: median of the last `n` batches over the median of the first `n`."""
+    out = {}
+    for table, seconds in sorted(costs.items()):
+        if len(seconds) >= 2 * n:
+            first, last = statistics.median(seconds[:n]), statistics.median(seconds[-n:])
+            out[table] = {
+                "batches": len(seconds),
+                "first_median_s": first,
+                "last_median_s": last,
+                "ratio": last / first if first else float("inf"),
+            }
     return out
 
 
 LABELS = {
     "pipeline": "pipeline",
     "pipeline_delta_rs": "pipeline, delta-rs writer",
-    "parse": "parse only",
-    "dedup": "parse + dedup",
+    "from_json": "plain from_json",
+    "parse": "pipeline parse",
     "session_window": "native session_window",
 }
 
@@ -492,6 +587,20 @@ def print_figures(data: dict[str, Any], settings: str) -> None:
     """The figures block: per run, whole-process and from-first-batch figures."""
     print(f"\n{'events':<24}{data['events']:>9,}   ({settings})")
     print_runs(data["runs"], LABELS)
+    for name, r in data.get("ratios", {}).items():
+        streaming = f"{r['streaming']:.2f}" if r["streaming"] else "-"
+        print(
+            f"{name:<36} wall {r['wall']:.2f}   from 1st batch {streaming}"
+            f"   (target <= {r['target']})"
+        )
+    flat = data.get("flatness")
+    if flat:
+        print(f"\nper-batch cost, {flat['batches']} batches (maxFilesPerTrigger 1):")
+        for table, f in flat["tables"].items():
+            print(
+                f"  {table:<14} first 10 median {f['first_median_s']:.2f} s   last 10 median "
+                f"{f['last_median_s']:.2f} s   ratio {f['ratio']:.2f}   (target <= 1.5)"
+            )
 
 
 # --- command line -----------------------------------------------------------------------------
@@ -525,6 +634,11 @@ def _parser() -> argparse.ArgumentParser:
         "--max-files-per-trigger",
         type=int,
         help="source maxFilesPerTrigger for all three runs (default: the pipeline's YAML)",
+    )
+    parser.add_argument(
+        "--no-flatness",
+        action="store_true",
+        help="skip the pipeline run with one file per batch (per-table cost as tables grow)",
     )
     # Internal: the baseline subprocess mode.
     parser.add_argument("--baseline", choices=BASELINES, help=argparse.SUPPRESS)
@@ -570,13 +684,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             kind, command, runs_dir / f"{kind}.log", checkpoint, wait_idle_s=args.wait_idle
         )
 
+    flat = None
+    if not args.skip_pipeline and not args.no_flatness:
+        lake = runs_dir / "flatness-lake"
+        shutil.rmtree(lake, ignore_errors=True)
+        command = pipeline_command(data, lake, 1)
+        m = measure("flatness", command, runs_dir / "flatness.log", lake / "_checkpoints")
+        costs = table_batch_costs(lake, lake / "_checkpoints")
+        flat = {
+            "command": command,
+            "exit_code": m.exit_code,
+            "wall_s": m.wall_s,
+            "batches": max((len(v) for v in costs.values()), default=0),
+            "tables": flatness(costs),
+            "costs": costs,
+        }
     for key in WRITER_RUNS.values():
         if key in runs:
             print(f"\n{LABELS[key]} report:")
             for line in runs[key].report:
                 print(f"  {line}")
     result = figures(args.events, runs)
-    result.update(seed=args.seed, files=files, settings=settings, data=str(data))
+    result.update(seed=args.seed, files=files, settings=settings, data=str(data), flatness=flat)
     print_figures(result, settings)
     (workdir / "figures.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nfigures written to {workdir / 'figures.json'}")

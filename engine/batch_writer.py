@@ -1,52 +1,22 @@
-"""One streaming query writing several tables: a tagged union of views, split per batch."""
+"""The foreachBatch of a query: each batch's rows written to its tables and topics."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
-from functools import cached_property, reduce
+from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from engine.errors import UserError
 from engine.kafka_sink import TopicSink
 from engine.sinks import BatchId, DeltaSink
-from engine.tables import TableDef
 
 Sink = DeltaSink | TopicSink
 
-__all__ = ["MultiTableWriter", "tag_views"]
-
-
-def _struct_ddl(table: TableDef) -> str:
-    return "STRUCT<" + ", ".join(f"{c.name}: {c.ddl_type}" for c in table.columns) + ">"
-
-
-def tag_views(views: Sequence[tuple[TableDef, str, DataFrame]]) -> DataFrame:
-    """Union the views into one stream: column `_sink` says which table a row is for.
-
-    Row i's table columns sit in struct `_s<i>`; the other structs are NULL. One query then
-    reads its source once per batch and commits every table under the same batch id.
-    """
-    tagged = []
-    for i, (table, view, df) in enumerate(views):
-        missing = [c.name for c in table.columns if c.name not in df.columns]
-        if missing:
-            raise UserError(
-                f"{table.path}: view '{view}' lacks column(s) {', '.join(missing)} "
-                f"of table {table.name}"
-            )
-        own = F.struct(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in table.columns])
-        structs = [
-            own.alias(f"_s{j}") if j == i else F.lit(None).cast(_struct_ddl(t)).alias(f"_s{j}")
-            for j, (t, _, _) in enumerate(views)
-        ]
-        tagged.append(df.select(F.lit(i).alias("_sink"), *structs))
-    return reduce(DataFrame.unionByName, tagged)
+__all__ = ["MultiTableWriter"]
 
 
 class MultiTableWriter:
@@ -60,9 +30,17 @@ class MultiTableWriter:
     """
 
     def __init__(
-        self, *, pipeline: str, query: str, sinks: Sequence[Sink], checkpoint: Path
+        self,
+        *,
+        pipeline: str,
+        query: str,
+        sinks: Sequence[Sink],
+        checkpoint: Path,
+        views: Callable[[DataFrame], list[DataFrame]],
     ) -> None:
         self.pipeline = pipeline
+        #: From a batch's rows to one DataFrame per sink (engine/batch_views.py).
+        self.views = views
         self.query = query
         self.sinks = list(sinks)
         self.checkpoint = checkpoint
@@ -92,18 +70,32 @@ class MultiTableWriter:
         batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
         held = self._held(batch)
         self._last_batch = batch_id if self._last_batch is None else max(self._last_batch, batch_id)
-        # Every sink reads a slice of the batch: compute it once.
+        # Every sink reads the batch's rows: compute them once.
         df.persist()
         try:
-            counts = {r["_sink"]: r["count"] for r in df.groupBy("_sink").count().collect()}
+            parts = self.views(df)
             order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
             for i, sink in order:
-                rows = counts.get(i, 0)
-                if rows and i not in held:
-                    part = df.where(F.col("_sink") == i).select(f"_s{i}.*")
-                    sink.write(part.toArrow() if sink.takes == "arrow" else part, batch)
+                rows = self._write(sink, parts[i], batch, held=i in held)
                 with self._lock:
                     self.rows[sink.table.name] += rows
                     self.written[sink.table.name] += 0 if i in held else rows
         finally:
             df.unpersist()
+
+    @staticmethod
+    def _write(sink: Sink, part: DataFrame, batch: BatchId, *, held: bool) -> int:
+        """Write one sink's rows unless its table holds the batch; returns the rows."""
+        if sink.takes == "arrow":
+            data = part.toArrow()
+            if data.num_rows and not held:
+                sink.write(data, batch)
+            return data.num_rows
+        part.persist()
+        try:
+            rows = part.count()
+            if rows and not held:
+                sink.write(part, batch)
+            return rows
+        finally:
+            part.unpersist()

@@ -8,21 +8,31 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 
 from pyspark.accumulators import Accumulator
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from engine.errors import KafkaUnavailable, UserError
-from engine.handler_adapter import CountsParam, apply_handler
+from engine.handler_adapter import CountsParam, apply_handlers
 from engine.pipeline import HandlerSpec, Pipeline
+from engine.query_plan import QueryPlan, plan_query
 from engine.sources import open_source
 from engine.sqlgraph import SqlError, SqlStep, load_steps, order_steps
 from engine.tables import TableDef, load_tables
 from handlers.base import StateHandler
 
-__all__ = ["Plan", "as_user_error", "build_views", "plan_pipeline", "spark_error_line"]
+__all__ = [
+    "Plan",
+    "as_user_error",
+    "build_views",
+    "plan_pipeline",
+    "spark_error_line",
+    "stream_rows",
+]
 
 
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
@@ -58,6 +68,8 @@ class Plan:
     handlers: Mapping[str, tuple[HandlerSpec, StateHandler]]
     tables: Mapping[str, TableDef]
     order: tuple[str, ...]
+    #: Per query: its streaming outputs and the steps run on each batch (engine/query_plan.py).
+    queries: Mapping[str, QueryPlan]
 
 
 def _load_handler(spec: HandlerSpec, pipeline: Pipeline) -> StateHandler:
@@ -91,43 +103,6 @@ def _check_sinks(pipeline: Pipeline, tables: Mapping[str, TableDef], views: set[
             raise UserError(f"{where}: writes Kafka topics but the pipeline has no kafka: block")
 
 
-def _stateful_ancestors(
-    view: str, steps: Mapping[str, SqlStep], handlers: Mapping[str, HandlerSpec]
-) -> set[str]:
-    """The deduplicating steps and handlers a view depends on, itself included."""
-    found: set[str] = set()
-    todo = [view]
-    while todo:
-        name = todo.pop()
-        if name in handlers:
-            found.add(name)
-            todo.append(handlers[name].input)
-        elif name in steps:
-            if steps[name].distinct:
-                found.add(name)
-            todo.extend(steps[name].references)
-    return found
-
-
-def _check_one_state_per_query(
-    pipeline: Pipeline, steps: Mapping[str, SqlStep], handlers: Mapping[str, HandlerSpec]
-) -> None:
-    # Two tables of one query that read the same stateful step would each get a copy of it in
-    # the query's plan: state kept twice, and Spark does not treat the copies alike (seen:
-    # one copy dropping a late row the other kept). See docs/decisions.md.
-    for query in pipeline.queries:
-        owner: dict[str, str] = {}
-        targets = {**query.sinks, **{f"topic {t}": v for t, v in query.topics.items()}}
-        for table, view in targets.items():
-            for name in sorted(_stateful_ancestors(view, steps, handlers)):
-                if name in owner:
-                    raise UserError(
-                        f"{pipeline.path}: query {query.name}: tables {owner[name]} and {table} "
-                        f"both depend on stateful step '{name}'; write them from separate queries"
-                    )
-                owner[name] = table
-
-
 def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
     """Parse and order the SQL, load handlers and tables; every problem is a UserError."""
     try:
@@ -157,8 +132,8 @@ def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
                 )
     tables = load_tables()
     _check_sinks(pipeline, tables, set(order))
-    _check_one_state_per_query(pipeline, steps, {h.name: h for h in pipeline.handlers})
-    return Plan(pipeline, steps, handlers, tables, tuple(order))
+    queries = {q.name: plan_query(pipeline, q, steps, order) for q in pipeline.queries}
+    return Plan(pipeline, steps, handlers, tables, tuple(order), queries)
 
 
 def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -> None:
@@ -178,23 +153,64 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None
 
 
+def _after_handlers(plan: Plan) -> set[str]:
+    """Steps that read a handler's rows: they run on each batch, never as streaming views."""
+    found: set[str] = set(plan.handlers)
+    for name in plan.order:
+        if name in plan.steps and plan.steps[name].references & found:
+            found.add(name)
+    return found - set(plan.handlers)
+
+
 def build_views(
     spark: SparkSession, plan: Plan, *, input_path: str | None = None, lake: Path | None = None
-) -> dict[str, Accumulator]:
-    """Register the source and every view of the plan as streaming temp views, in order;
-    returns each handler's counts accumulator (see `Step.counts`). `lake` holds the table of
-    a delta source."""
+) -> None:
+    """Register the source and every streaming step of the plan as temp views, in order;
+    `lake` holds the table of a delta source. Handlers run per query (`stream_rows`)."""
     pipeline = plan.pipeline
     source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka, lake=lake)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
-    counts: dict[str, Accumulator] = {}
+    skip = _after_handlers(plan)
     for name in plan.order:
-        if name in plan.steps:
+        if name in plan.steps and name not in skip:
             _sql_view(spark, plan.steps[name], delay)
-        else:
-            spec, handler = plan.handlers[name]
+
+
+def _struct_type(df: DataFrame) -> str:
+    return df.schema.simpleString()
+
+
+def stream_rows(
+    spark: SparkSession, plan: Plan, query: QueryPlan
+) -> tuple[DataFrame, dict[str, Accumulator]]:
+    """The query's streaming part: its outputs as one tagged stream (`_out` says which output
+    a row is, its columns sit in struct `_o<i>`), and each handler's counts accumulator."""
+    counts: dict[str, Accumulator] = {}
+    parts: list[DataFrame] = []
+    for output in query.outputs:
+        if output.handlers is None:
+            parts.append(spark.table(output.view))  # type: ignore[arg-type]
+            continue
+        group = output.handlers
+        for name in group.names:
             counts[name] = spark.sparkContext.accumulator(Counter(), CountsParam())
-            view = apply_handler(spark.table(spec.input), handler, counts=counts[name])
-            view.createOrReplaceTempView(name)
-    return counts
+        source = spark.table(group.input)
+        handlers = {name: plan.handlers[name][1] for name in group.names}
+        try:
+            passthrough = source.columns if output.passthrough else ()
+            parts.append(apply_handlers(source, handlers, passthrough=passthrough, counts=counts))
+        except ValueError as err:
+            names = ", ".join(group.names)
+            raise UserError(f"{plan.pipeline.path}: handlers {names}: {err}") from None
+    structs = [_struct_type(p) for p in parts]
+    tagged = []
+    for i, part in enumerate(parts):
+        columns = [
+            F.struct(*part.columns).alias(f"_o{j}")
+            if j == i
+            else F.lit(None).cast(structs[j]).alias(f"_o{j}")
+            for j in range(len(parts))
+        ]
+        tagged.append(part.select(F.lit(i).alias("_out"), *columns))
+    return reduce(DataFrame.unionByName, tagged), counts

@@ -12,6 +12,7 @@ import yaml
 from engine.errors import UserError
 
 __all__ = [
+    "MAIN_QUERY",
     "PROJECT_DIR",
     "REAL_TIME",
     "REAL_TIME_BATCH",
@@ -134,12 +135,18 @@ def _output_mode(mode: str, where: Path) -> OutputMode:
     return mode  # type: ignore[return-value]
 
 
+MAIN_QUERY = "main"
+
+
 def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, str]:
-    """A query's tables (`sinks`, may be absent when it writes only `topics`); its trigger
-    `real-time` is for a query that writes only topics."""
+    """The tables a query entry takes for itself (`sinks`; may be absent when it takes only
+    `topics`); an entry that takes nothing overrides the derived query `main`."""
     sinks, topics = query.get("sinks") or {}, query.get("topics") or {}
-    if not sinks and not topics:
-        raise UserError(f"{where}: query '{name}' writes nothing (give it sinks or topics)")
+    if not sinks and not topics and name != MAIN_QUERY:
+        raise UserError(
+            f"{where}: query '{name}' writes nothing (give it sinks or topics, or name it "
+            f"'{MAIN_QUERY}' to set the trigger, pool or output mode of the derived query)"
+        )
     trigger = str(query.get("trigger") or "")
     if trigger.startswith(REAL_TIME) and sinks:
         raise UserError(
@@ -147,6 +154,38 @@ def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, s
             "topics (its tables need foreachBatch, which Real-Time Mode does not run)"
         )
     return sinks
+
+
+def _queries(spec: Mapping[str, Any], path: Path) -> tuple[QuerySpec, ...]:
+    """The pipeline's queries: the `queries:` entries that take outputs for themselves, and
+    `main` writing every table and topic of `tables:`/`topics:` that no entry took."""
+    entries = dict(spec.get("queries") or {})
+    queries = [
+        QuerySpec(
+            name=name,
+            sinks=dict(_outputs(q, name, path)),
+            trigger=q.get("trigger"),
+            pool=q.get("pool"),
+            topics=dict(q.get("topics") or {}),
+            output_mode=_output_mode(q.get("output_mode", "append"), path),
+        )
+        for name, q in entries.items()
+    ]
+    taken = {t for q in queries for t in (*q.sinks, *q.topics)}
+    tables = {t: v for t, v in (spec.get("tables") or {}).items() if t not in taken}
+    topics = {t: v for t, v in (spec.get("topics") or {}).items() if t not in taken}
+    main = next((q for q in queries if q.name == MAIN_QUERY), None)
+    if tables or topics:
+        base = main or QuerySpec(MAIN_QUERY, {})
+        merged = replace(base, sinks={**tables, **base.sinks}, topics={**topics, **base.topics})
+        queries = [merged if q is main else q for q in queries]
+        if main is None:
+            queries.insert(0, merged)
+    elif main is not None and not main.sinks and not main.topics:
+        raise UserError(f"{path}: query '{MAIN_QUERY}' writes nothing (list tables: or topics:)")
+    if not queries:
+        raise UserError(f"{path}: missing 'tables' (table: view, what the pipeline writes)")
+    return tuple(queries)
 
 
 def _load(path: Path) -> Pipeline:
@@ -171,17 +210,7 @@ def _load(path: Path) -> Pipeline:
         )
         for name, h in (spec.get("handlers") or {}).items()
     )
-    queries = tuple(
-        QuerySpec(
-            name=name,
-            sinks=dict(_outputs(q, name, path)),
-            trigger=q.get("trigger"),
-            pool=q.get("pool"),
-            topics=dict(q.get("topics") or {}),
-            output_mode=_output_mode(q.get("output_mode", "append"), path),
-        )
-        for name, q in _require(spec, "queries", path).items()
-    )
+    queries = _queries(spec, path)
     name = _require(spec, "name", path)
     if name != path.stem:
         raise UserError(f"{path}: pipeline '{name}' must be named after its file '{path.stem}'")

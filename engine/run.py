@@ -16,8 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from engine.batch_writer import MultiTableWriter, tag_views
-from engine.build import Plan, as_user_error, build_views
+from engine.batch_views import BatchViews
+from engine.batch_writer import MultiTableWriter
+from engine.build import Plan, as_user_error, build_views, stream_rows
 from engine.errors import KafkaUnavailable, UserError
 from engine.kafka_sink import SparkTopicSink, TopicSink, headers_column, java_client
 from engine.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
@@ -100,6 +101,8 @@ def _writer(
     spec: QuerySpec,
     opts: RunOptions,
     connector: Connector = "python",
+    *,
+    views: BatchViews,
 ) -> MultiTableWriter:
     pipeline, tables = plan.pipeline, plan.tables
     if opts.writer == "spark" and default_writer(spark) != "spark":
@@ -123,6 +126,7 @@ def _writer(
         query=spec.name,
         sinks=sinks,
         checkpoint=opts.checkpoint_root / pipeline.name / spec.name,
+        views=views,
     )
 
 
@@ -171,30 +175,25 @@ def _start(
     writer: MultiTableWriter,
     once: bool,
     *,
+    stream: DataFrame | None = None,
     real_time: bool = False,
 ) -> StreamingQuery:
-    """Start the query: its writer as foreachBatch, or straight to Kafka (`_is_direct`);
-    `real_time` allows Real-Time Mode (the source is Spark's Kafka connector)."""
+    """Start the query: `stream` (its streaming part, `stream_rows`) into its writer as
+    foreachBatch, or straight to Kafka (`_is_direct`); `real_time` allows Real-Time Mode (the
+    source is Spark's Kafka connector)."""
     # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
     if _is_direct(writer):
         return _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
-    targets = zip(writer.sinks, _targets(spec), strict=True)
-    views = [(sink.table, view, spark.table(view)) for sink, view in targets]
+    assert stream is not None
     return (
-        tag_views(views)
-        .writeStream.queryName(spec.name)
+        stream.writeStream.queryName(spec.name)
         .foreachBatch(writer)
         .outputMode(spec.output_mode)
         .option("checkpointLocation", str(writer.checkpoint))
         .trigger(**_trigger(spec, once))
         .start()
     )
-
-
-def _targets(spec: QuerySpec) -> list[str]:
-    """The views a query writes, in sink order: tables, then topics."""
-    return [*spec.sinks.values(), *spec.topics.values()]
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
@@ -254,19 +253,32 @@ def run_pipeline(
         options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
         pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
         plan = replace(plan, pipeline=pipeline)
-    handler_counts = build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
+    build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
     listener = ProgressListener(out, quiet=opts.quiet)
-    listener.branches = {q.name: len(_targets(q)) for q in pipeline.queries}
-    spark.streams.addListener(listener)
-    result = RunResult(listener=listener, handler_counts=handler_counts)
+    # Each streaming output of a query is a branch that reads the source itself.
+    listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
+    result = RunResult(listener=listener)
     specs = {q.name: q for q in pipeline.queries}
+    streams: dict[str, DataFrame] = {}
+    for name, spec in specs.items():
+        views = BatchViews(plan, plan.queries[name])
+        writer = result.writers[name] = _writer(spark, plan, spec, opts, connector, views=views)
+        if not _is_direct(writer):
+            streams[name], counts = stream_rows(spark, plan, plan.queries[name])
+            result.handler_counts.update(counts)
+            views.check(spark, streams[name].schema, [s.table for s in writer.sinks])
+    spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}
     try:
         for name, spec in specs.items():
-            result.writers[name] = _writer(spark, plan, spec, opts, connector)
             queries[name] = _start(
-                spark, spec, result.writers[name], opts.once, real_time=real_time
+                spark,
+                spec,
+                result.writers[name],
+                opts.once,
+                stream=streams.get(name),
+                real_time=real_time,
             )
         while not stop.is_set():
             _schedule_retries(queries, retry_at, once=opts.once, out=out)
@@ -274,7 +286,12 @@ def run_pipeline(
                 if time.monotonic() >= due:
                     del retry_at[name]
                     queries[name] = _start(
-                        spark, specs[name], result.writers[name], opts.once, real_time=real_time
+                        spark,
+                        specs[name],
+                        result.writers[name],
+                        opts.once,
+                        stream=streams.get(name),
+                        real_time=real_time,
                     )
             # --once ends when every query has drained its input; a run ends when any query
             # ends (a continuous query only ends by failing, handled above).

@@ -9,10 +9,13 @@ userMetadata names pipeline, query and batch for `history`.
 from __future__ import annotations
 
 import json
+from functools import reduce
+from operator import and_
 from pathlib import Path
 
 import sqlglot
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
 from engine.sinks import BatchId, DeltaSink
@@ -82,11 +85,10 @@ class SparkDeltaSink(DeltaSink):
         for key, value in conf.items():
             session.conf.set(key, value)
         try:
-            predicate = " AND ".join(f"t.{k} = s.{k}" for k in self.table.key)
             (
                 DeltaTable.forPath(session, str(self.path))
                 .alias("t")
-                .merge(data.alias("s"), predicate)
+                .merge(data.alias("s"), self._merge_condition(data))
                 .whenMatchedUpdateAll()
                 .whenNotMatchedInsertAll()
                 .execute()
@@ -95,3 +97,22 @@ class SparkDeltaSink(DeltaSink):
             for key in conf:
                 session.conf.unset(key)
         return -1
+
+    def _merge_condition(self, data: DataFrame) -> Column:
+        """Key equality, plus each key's range in the batch on the target side alone: Delta
+        skips the files whose statistics lie outside it, so a MERGE reads and rewrites only
+        files that can hold the batch's keys, not the whole table (flat cost as it grows)."""
+        keys = self.table.key
+        types = {c.name: c.ddl_type for c in self.table.columns}
+        # As text, cast back by Spark in the session's time zone: exact for every key type.
+        bounds = data.agg(
+            *[F.min(k).cast("string") for k in keys], *[F.max(k).cast("string") for k in keys]
+        ).first()
+        condition = reduce(and_, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+        for i, k in enumerate(keys):
+            low, high = bounds[i], bounds[len(keys) + i]
+            if low is not None and high is not None:
+                condition &= F.col(f"t.{k}").between(
+                    F.lit(low).cast(types[k]), F.lit(high).cast(types[k])
+                )
+        return condition

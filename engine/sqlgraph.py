@@ -151,6 +151,8 @@ class SqlStep:
     distinct: bool
     #: For `SELECT k, any_value(c) AS c ... GROUP BY k`: the output names of the keys.
     dedup_keys: tuple[str, ...] = ()
+    #: A GROUP BY that is not a deduplication: Spark keeps its groups as state.
+    aggregates: bool = False
 
     def query_sql(self, *, drop_distinct: bool = False, watermark_delay: str | None = None) -> str:
         """The view's query as Spark SQL, optionally without its deduplication (top-level
@@ -309,6 +311,7 @@ def load_step(path: Path) -> SqlStep:
         ),
         distinct=isinstance(query, exp.Select) and bool(query.args.get("distinct") or dedup),
         dedup_keys=dedup,
+        aggregates=isinstance(query, exp.Select) and bool(query.args.get("group")) and not dedup,
     )
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from handlers.base import Event, StateHandler, Step, from_us, to_us
+from handlers.base import Columns, StateHandler, Step
 
-__all__ = ["ActivityRun", "ActivityRunHandler"]
+__all__ = ["ActivityRun", "ActivityRunHandler", "SpanRow"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +19,18 @@ class ActivityRun:
     start_us: int
     end_us: int
     events: int
+
+
+class SpanRow(NamedTuple):
+    """A row of `ActivityRunHandler.output_schema`; times in microseconds since the epoch."""
+
+    user: str
+    span_no: int
+    activity: str
+    span_start: int
+    span_end: int
+    events: int
+    closed: bool
 
 
 class ActivityRunHandler(StateHandler[ActivityRun]):
@@ -38,38 +49,32 @@ class ActivityRunHandler(StateHandler[ActivityRun]):
     )
 
     def update(
-        self, key: tuple[Any, ...], state: ActivityRun | None, events: Sequence[Event]
+        self, key: tuple[Any, ...], state: ActivityRun | None, events: Columns
     ) -> Step[ActivityRun]:
-        run, changed, ignored = state, {}, 0
-        for event in events:
-            when, activity = to_us(event["event_time"]), event["activity"]
-            if run is None:
-                run = ActivityRun(1, activity, when, when, 1)
-            elif activity == run.activity:
-                run = replace(
-                    run,
-                    start_us=min(run.start_us, when),
-                    end_us=max(run.end_us, when),
-                    events=run.events + 1,
-                )
-            elif when > run.end_us:
-                changed[run.span_no] = self._row(key, run, closed=True)
-                run = ActivityRun(run.span_no + 1, activity, when, when, 1)
+        rows: list[SpanRow] = []  # runs closed in this batch, in span order
+        ignored = 0
+        # The current run as plain locals: this loop runs once per event.
+        has_run, touched = state is not None, False
+        span_no, activity, start, end, n = (
+            (state.span_no, state.activity, state.start_us, state.end_us, state.events)
+            if state
+            else (0, "", 0, 0, 0)
+        )
+        for when, what in zip(events["event_time"], events["activity"], strict=True):
+            if not has_run:
+                span_no, activity, start, end, n, has_run = 1, what, when, when, 1, True
+            elif what == activity:
+                start, end, n = min(start, when), max(end, when), n + 1
+            elif when > end:
+                rows.append(SpanRow(key[0], span_no, activity, start, end, n, True))
+                span_no, activity, start, end, n = span_no + 1, what, when, when, 1
             else:
                 ignored += 1
                 continue
-            changed[run.span_no] = self._row(key, run, closed=False)
+            touched = True
+        run = ActivityRun(span_no, activity, start, end, n) if has_run else None
+        if touched:
+            # Only the current run can still be open; it is emitted when an event changed it.
+            rows.append(SpanRow(key[0], span_no, activity, start, end, n, False))
         counts = {"ignored_older_other_activity": ignored} if ignored else {}
-        return Step(state=run, outputs=list(changed.values()), counts=counts)
-
-    @staticmethod
-    def _row(key: tuple[Any, ...], run: ActivityRun, *, closed: bool) -> dict[str, Any]:
-        return {
-            "user": key[0],
-            "span_no": run.span_no,
-            "activity": run.activity,
-            "span_start": from_us(run.start_us),
-            "span_end": from_us(run.end_us),
-            "events": run.events,
-            "closed": closed,
-        }
+        return Step(state=run, outputs=rows, counts=counts)

@@ -1,7 +1,8 @@
 """The handler contract: a subclass declares keys, state, output schema and timeout.
 
-Decisions live in plain methods over plain values (dicts, ints, datetimes), so they are
-unit-tested without Spark; `engine.handler_adapter` runs any handler inside Spark.
+Decisions live in plain methods over plain values (lists of ints, strings, floats; times as
+int microseconds since the epoch), so they are unit-tested without Spark;
+`engine.handler_adapter` runs handlers inside Spark.
 """
 
 from __future__ import annotations
@@ -10,24 +11,23 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 __all__ = [
-    "Event",
+    "Columns",
     "StateHandler",
     "Step",
     "TimeoutMode",
-    "from_us",
     "parse_duration",
-    "to_us",
 ]
 
 TimeoutMode = Literal["none", "event_time", "processing_time"]
 StateT = TypeVar("StateT")
-Event = Mapping[str, Any]
+#: A key's events of one batch, column-wise: name -> values (all the same length), plain Python
+#: values, timestamps as int microseconds since the epoch (None for NULL).
+Columns = Mapping[str, Sequence[Any]]
 
-_EPOCH = datetime(1970, 1, 1)
 _UNITS = {
     "ms": 1e-3,
     "millisecond": 1e-3,
@@ -52,26 +52,15 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
-def to_us(ts: datetime) -> int:
-    """Microseconds since the epoch of a naive-UTC or aware datetime (pandas Timestamps too)."""
-    if ts.tzinfo is not None:
-        ts = ts.astimezone(UTC).replace(tzinfo=None)
-    delta = ts - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_us(us: int) -> datetime:
-    """The naive-UTC datetime of microseconds since the epoch."""
-    return _EPOCH + timedelta(microseconds=us)
-
-
 @dataclass(frozen=True)
 class Step(Generic[StateT]):
     """What a handler decided for one key: new state (None drops it), rows out, next timer,
     and counts for the run report."""
 
     state: StateT | None
-    outputs: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    #: Rows out, each a tuple in `output_schema` order; timestamps as int microseconds or None.
+    outputs: Sequence[tuple[Any, ...]] = field(default_factory=tuple)
+    #: Event-time timer in microseconds since the epoch (event_time timeouts only).
     timer_us: int | None = None
     #: Events counted rather than emitted (e.g. ignored ones), summed into the run's report.
     counts: Mapping[str, int] = field(default_factory=dict)
@@ -84,7 +73,7 @@ class StateHandler(Generic[StateT]):
     key: ClassVar[tuple[str, ...]]
     #: Input columns the rules read, besides the key; only these are sent to Python.
     columns: ClassVar[tuple[str, ...]]
-    #: Events of a key within a batch are applied in this column order.
+    #: Events of a key within a batch are applied in this column order (a stable sort).
     order_by: ClassVar[tuple[str, ...]] = ()
     #: The state dataclass; its fields, in order, match `state_schema`.
     state_type: ClassVar[type]
@@ -108,8 +97,8 @@ class StateHandler(Generic[StateT]):
         """The processing-time timeout duration, when `timeout_mode` is processing_time."""
         return None
 
-    def update(self, key: tuple[Any, ...], state: StateT | None, events: Sequence[Event]) -> Step:
-        """Apply one batch of a key's events (already in `order_by` order) to its state."""
+    def update(self, key: tuple[Any, ...], state: StateT | None, events: Columns) -> Step:
+        """Apply one batch of a key's events (exactly `columns`, in `order_by` order)."""
         raise NotImplementedError
 
     def expire(self, key: tuple[Any, ...], state: StateT) -> Step:

@@ -6,11 +6,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar
+from functools import cached_property
+from typing import Any, ClassVar, NamedTuple
 
-from handlers.base import Event, StateHandler, Step, TimeoutMode, from_us, parse_duration, to_us
+from handlers.base import Columns, StateHandler, Step, TimeoutMode, parse_duration
 
-__all__ = ["CartHandler", "CartState"]
+__all__ = ["CartHandler", "CartRow", "CartState"]
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,25 @@ class CartState:
     updated_us: int
 
 
+class CartRow(NamedTuple):
+    """A row of `CartHandler.output_schema`; `products` as (product_id, price) tuples."""
+
+    customer_id: str
+    total_items: int
+    total_price: float
+    products: list[tuple[str, float]]
+    updated_at: int
+
+
 class CartHandler(StateHandler[CartState]):
-    """Keeps each cart across logouts and session timeouts; `cart_ttl` optionally empties it."""
+    """Keeps each cart across logouts and session timeouts; `cart_ttl` optionally empties it.
+
+    Reads every event item; only add_to_cart and purchase rows change the cart.
+    """
 
     key = ("customer_id",)
     columns = ("event_time", "event_type", "product_id", "price")
+    # Stable: the items of one Purchase line (same time) keep their order.
     order_by = ("event_time",)
     state_type = CartState
     # Lines are stored as JSON text: pyspark 4.3's applyInPandasWithState fails to read array
@@ -48,21 +63,32 @@ class CartHandler(StateHandler[CartState]):
         return "none" if self.ttl is None else "event_time"
 
     def update(
-        self, key: tuple[Any, ...], state: CartState | None, events: Sequence[Event]
+        self, key: tuple[Any, ...], state: CartState | None, events: Columns
     ) -> Step[CartState]:
         lines = list(state.products) if state else []
         updated = state.updated_us if state else 0
-        for event in events:
-            kind, product = event["event_type"], event["product_id"]
+        changed = False
+        for t, kind, product, price in zip(
+            events["event_time"],
+            events["event_type"],
+            events["product_id"],
+            events["price"],
+            strict=True,
+        ):
             if kind == "add_to_cart":
-                lines.append((product, float(event["price"])))
+                lines.append((product, float(price)))
             elif kind == "purchase":
                 index = next((i for i, line in enumerate(lines) if line[0] == product), None)
                 if index is not None:
                     del lines[index]
             else:
-                continue
-            updated = max(updated, to_us(event["event_time"]))
+                continue  # product views and other kinds leave the cart alone
+            changed = True
+            if t > updated:
+                updated = t
+        if not changed:
+            # Not even a first cart: a customer who only viewed products has none.
+            return Step(state=state, timer_us=self._deadline(state))
         new = CartState(products=tuple(lines), updated_us=updated)
         if new == state:
             return Step(state=state, timer_us=self._deadline(state))
@@ -82,17 +108,23 @@ class CartHandler(StateHandler[CartState]):
     def state_to_row(self, state: CartState) -> tuple[Any, ...]:
         return (json.dumps(state.products), state.updated_us)
 
+    @cached_property
+    def _ttl_us(self) -> int | None:
+        # Parsed once per handler, not once per key.
+        ttl = self.ttl
+        return None if ttl is None else int(ttl / timedelta(microseconds=1))
+
     def _deadline(self, state: CartState | None) -> int | None:
-        if state is None or self.ttl is None:
+        if state is None or self._ttl_us is None:
             return None
-        return state.updated_us + int(self.ttl / timedelta(microseconds=1))
+        return state.updated_us + self._ttl_us
 
     @staticmethod
-    def _row(key: tuple[Any, ...], state: CartState) -> dict[str, Any]:
-        return {
-            "customer_id": key[0],
-            "total_items": len(state.products),
-            "total_price": float(sum(price for _, price in state.products)),
-            "products": [{"product_id": p, "price": price} for p, price in state.products],
-            "updated_at": from_us(state.updated_us),
-        }
+    def _row(key: tuple[Any, ...], state: CartState) -> CartRow:
+        return CartRow(
+            customer_id=key[0],
+            total_items=len(state.products),
+            total_price=float(sum(price for _, price in state.products)),
+            products=list(state.products),
+            updated_at=state.updated_us,
+        )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar
+from functools import cached_property
+from typing import Any, ClassVar, NamedTuple
 
-from handlers.base import Event, StateHandler, Step, TimeoutMode, from_us, parse_duration, to_us
+from handlers.base import Columns, StateHandler, Step, TimeoutMode, parse_duration
 
-__all__ = ["SessionHandler", "SessionState"]
+__all__ = ["SessionHandler", "SessionRow", "SessionState"]
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,27 @@ class SessionState:
     total_events: int
 
 
+class SessionRow(NamedTuple):
+    """A row of `SessionHandler.output_schema`; times in microseconds since the epoch."""
+
+    customer_id: str
+    session_start: int
+    last_event_time: int
+    total_events: int
+    logged_in: bool
+    end_reason: str | None
+    session_end: int | None
+
+
 class SessionHandler(StateHandler[SessionState]):
-    """One open session per customer; LoggedOut closes it, `session_timeout` of quiet too."""
+    """One open session per customer; LoggedOut closes it, `session_timeout` of quiet too.
+
+    Reads one row per event item: a log line's further items (item_index > 0) are skipped, so
+    a line counts once.
+    """
 
     key = ("customer_id",)
-    columns = ("event_time", "logged_out")
+    columns = ("event_time", "logged_out", "item_index")
     # At equal times a LoggedOut event goes last, so the other events still count in the session.
     order_by = ("event_time", "logged_out")
     state_type = SessionState
@@ -58,39 +74,50 @@ class SessionHandler(StateHandler[SessionState]):
         return self.gap
 
     def update(
-        self, key: tuple[Any, ...], state: SessionState | None, events: Sequence[Event]
+        self, key: tuple[Any, ...], state: SessionState | None, events: Columns
     ) -> Step[SessionState]:
-        gap_us = self._gap_us()
-        rows: dict[int, dict[str, Any]] = {}
-        for event in events:
-            t = to_us(event["event_time"])
-            if state is not None and t - state.last_event_us > gap_us:
-                rows[state.session_start_us] = self._row(key, state, "timeout")
-                state = None
-            if state is None:
-                state = SessionState(session_start_us=t, last_event_us=t, total_events=0)
+        gap_us = self._gap_us
+        rows: dict[int, SessionRow] = {}
+        # The open session as plain locals: this loop runs once per event.
+        is_open = state is not None
+        start, last, count = (
+            (state.session_start_us, state.last_event_us, state.total_events)
+            if state
+            else (0, 0, 0)
+        )
+        for t, logged_out, item in zip(
+            events["event_time"], events["logged_out"], events["item_index"], strict=True
+        ):
+            if item:
+                continue  # a further item of a Purchase line: the line counted with its item 0
+            if is_open and t - last > gap_us:
+                rows[start] = self._row(key, SessionState(start, last, count), "timeout")
+                is_open = False
+            if not is_open:
+                start, last, count, is_open = t, t, 0, True
             # An out-of-order event counts but never moves the start: it is part of the key.
-            state = replace(
-                state,
-                last_event_us=max(state.last_event_us, t),
-                total_events=state.total_events + 1,
-            )
-            if event["logged_out"]:
-                rows[state.session_start_us] = self._row(key, state, "logout", end_us=t)
-                state = None
-        if state is None:
+            if t > last:
+                last = t
+            count += 1
+            if logged_out:
+                rows[start] = self._row(key, SessionState(start, last, count), "logout", end_us=t)
+                is_open = False
+        if not is_open:
             return Step(state=None, outputs=list(rows.values()))
-        rows[state.session_start_us] = self._row(key, state, None)
-        return Step(state=state, outputs=list(rows.values()), timer_us=self._deadline(state))
+        new = SessionState(start, last, count)
+        rows[start] = self._row(key, new, None)
+        return Step(state=new, outputs=list(rows.values()), timer_us=self._deadline(new))
 
     def expire(self, key: tuple[Any, ...], state: SessionState) -> Step[SessionState]:
         return Step(state=None, outputs=[self._row(key, state, "timeout")])
 
+    @cached_property
     def _gap_us(self) -> int:
+        # Parsed once per handler, not once per key.
         return int(self.gap / timedelta(microseconds=1))
 
     def _deadline(self, state: SessionState) -> int:
-        return state.last_event_us + self._gap_us()
+        return state.last_event_us + self._gap_us
 
     def _row(
         self,
@@ -98,15 +125,15 @@ class SessionHandler(StateHandler[SessionState]):
         state: SessionState,
         end_reason: str | None,
         end_us: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> SessionRow:
         if end_reason == "timeout":
             end_us = self._deadline(state)
-        return {
-            "customer_id": key[0],
-            "session_start": from_us(state.session_start_us),
-            "last_event_time": from_us(state.last_event_us),
-            "total_events": state.total_events,
-            "logged_in": end_reason is None,
-            "end_reason": end_reason,
-            "session_end": None if end_us is None else from_us(end_us),
-        }
+        return SessionRow(
+            customer_id=key[0],
+            session_start=state.session_start_us,
+            last_event_time=state.last_event_us,
+            total_events=state.total_events,
+            logged_in=end_reason is None,
+            end_reason=end_reason,
+            session_end=end_us,
+        )

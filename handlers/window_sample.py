@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from handlers.base import Event, StateHandler, Step, TimeoutMode, from_us, to_us
+from handlers.base import Columns, StateHandler, Step, TimeoutMode
 
-__all__ = ["Reading", "WindowSampleHandler", "WindowState", "sample"]
+__all__ = ["Reading", "SampleRow", "WindowSampleHandler", "WindowState", "sample"]
 
 #: (event_time in µs, device_id, sensor_freq, is_anomalous)
 Reading = tuple[int, str, float, bool]
@@ -23,6 +23,17 @@ class WindowState:
     window_start_us: int
     window_end_us: int
     readings: tuple[Reading, ...]
+
+
+class SampleRow(NamedTuple):
+    """A row of `WindowSampleHandler.output_schema`; times in microseconds since the epoch."""
+
+    window_start: int
+    window_end: int
+    device_id: str
+    sensor_freq: float
+    event_time: int
+    is_anomalous: bool
 
 
 def sample(readings: Sequence[Reading]) -> list[Reading]:
@@ -67,41 +78,36 @@ class WindowSampleHandler(StateHandler[WindowState]):
         return "event_time"
 
     def update(
-        self, key: tuple[Any, ...], state: WindowState | None, events: Sequence[Event]
+        self, key: tuple[Any, ...], state: WindowState | None, events: Columns
     ) -> Step[WindowState]:
         readings = list(state.readings) if state else []
-        start = state.window_start_us if state else to_us(events[0]["window_start"])
-        end = state.window_end_us if state else to_us(events[0]["window_end"])
-        for e in events:
-            if (to_us(e["window_start"]), to_us(e["window_end"])) != (start, end):
-                raise ValueError(
-                    f"sample_group {key[0]!r} holds more than one window: the grouping key "
-                    "must include the window"
-                )
-            readings.append(
-                (
-                    to_us(e["event_time"]),
-                    str(e["device_id"]),
-                    float(e["sensor_freq"]),
-                    bool(e["is_anomalous"]),
-                )
+        starts, ends = events["window_start"], events["window_end"]
+        start = state.window_start_us if state else starts[0]
+        end = state.window_end_us if state else ends[0]
+        if any(s != start for s in starts) or any(e != end for e in ends):
+            raise ValueError(
+                f"sample_group {key[0]!r} holds more than one window: the grouping key "
+                "must include the window"
             )
+        readings.extend(
+            (int(t), str(device), float(freq), bool(anomalous))
+            for t, device, freq, anomalous in zip(
+                events["event_time"],
+                events["device_id"],
+                events["sensor_freq"],
+                events["is_anomalous"],
+                strict=True,
+            )
+        )
         # Timers fire once the watermark is past them: one millisecond before the end means
         # "when the watermark reaches the end", after which no reading of the window is on time.
         new = WindowState(start, end, tuple(readings))
         return Step(state=new, timer_us=end - 1000)
 
     def expire(self, key: tuple[Any, ...], state: WindowState) -> Step[WindowState]:
-        start, end = from_us(state.window_start_us), from_us(state.window_end_us)
+        start, end = state.window_start_us, state.window_end_us
         rows = [
-            {
-                "window_start": start,
-                "window_end": end,
-                "device_id": device,
-                "sensor_freq": freq,
-                "event_time": from_us(when),
-                "is_anomalous": anomalous,
-            }
+            SampleRow(start, end, device, freq, when, anomalous)
             for when, device, freq, anomalous in sample(state.readings)
         ]
         return Step(state=None, outputs=rows)

@@ -91,8 +91,8 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # the kill takes the JVM and Python workers down too
         )
-        # Kill right after the samples query commits its second batch (of six).
-        commits = lake / "_checkpoints" / "sensor_cep" / "samples" / "commits"
+        # Kill right after the main query commits its second batch (of six).
+        commits = lake / "_checkpoints" / "sensor_cep" / "main" / "commits"
         deadline = time.monotonic() + 300
         while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
             assert proc.poll() is None and time.monotonic() < deadline, "no second batch"

@@ -127,7 +127,7 @@ def test_spark_written_tables_name_their_batches_in_history(scenario):
     lake, _, _ = scenario
     commits = table_history(lake, "sessions").to_pylist()
     merges = [c for c in commits if c["operation"] == "MERGE"]
-    assert merges and {(c["pipeline"], c["query"]) for c in merges} == {("server_logs", "sessions")}
+    assert merges and {(c["pipeline"], c["query"]) for c in merges} == {("server_logs", "main")}
     assert sorted(c["batch_id"] for c in merges) == list(range(len(merges)))
     assert all(c["rows_written"] for c in merges)
 

@@ -55,7 +55,7 @@ def test_scenario_gives_exact_spans_counts_and_accounting(spark, tmp_path, write
     # Duplicates never count; the ignored older event is still an event of the user.
     counts = {r["user"]: r["events"] for r in read_table(lake, "user_event_counts")}
     assert counts == {"a": 7, "b": 3}
-    totals = result.listener.totals["spans"]
+    totals = result.listener.totals["main"]
     assert (totals.source_rows, totals.accepted, totals.duplicates, totals.late) == (15, 10, 2, 1)
     assert sorted(r["reason"] for r in read_table(lake, "quarantine")) == [
         "malformed JSON",

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import pytest
 
 from handlers.activity_runs import ActivityRun, ActivityRunHandler
 
-T0 = datetime(2015, 2, 23, 10, 18, 53)
+# 2015-02-23 10:18:53 UTC in microseconds since the epoch.
+T0_US = 1_424_686_733_000_000
 
 
 def ev(second: float, activity: str) -> dict:
-    return {"event_time": T0 + timedelta(seconds=second), "activity": activity}
+    return {"event_time": T0_US + int(second * 1_000_000), "activity": activity}
+
+
+def columns(events: list[dict]) -> dict[str, list]:
+    """The handler's input: its columns, one list each."""
+    return {name: [e[name] for e in events] for name in ActivityRunHandler.columns}
 
 
 def span(no: int, activity: str, start: float, end: float, events: int, closed: bool) -> tuple:
@@ -20,18 +24,11 @@ def span(no: int, activity: str, start: float, end: float, events: int, closed: 
 
 
 def spans(rows) -> list[tuple]:
-    def sec(t: datetime) -> float:
-        return (t - T0).total_seconds()
+    def sec(t: int) -> float:
+        return (t - T0_US) / 1_000_000
 
     return [
-        span(
-            r["span_no"],
-            r["activity"],
-            sec(r["span_start"]),
-            sec(r["span_end"]),
-            r["events"],
-            r["closed"],
-        )
+        span(r.span_no, r.activity, sec(r.span_start), sec(r.span_end), r.events, r.closed)
         for r in rows
     ]
 
@@ -67,11 +64,23 @@ def test_runs(batches, expected_rows, ignored):
     handler = ActivityRunHandler()
     state, step = None, None
     for events in batches:
-        step = handler.update(("a",), state, events)
+        step = handler.update(("a",), state, columns(events))
         state = step.state
     assert spans(step.outputs) == expected_rows
     assert step.counts.get("ignored_older_other_activity", 0) == ignored
-    assert all(r["user"] == "a" for r in step.outputs)
+    assert all(r.user == "a" for r in step.outputs)
+
+
+def test_rows_are_tuples_in_output_schema_order():
+    (row,) = ActivityRunHandler().update(("a",), None, columns([ev(1, "walk")])).outputs
+    assert tuple(row) == ("a", 1, "walk", T0_US + 1_000_000, T0_US + 1_000_000, 1, False)
+
+
+def test_only_ignored_events_keep_the_run():
+    run = ActivityRun(2, "walk", T0_US, T0_US + 5_000_000, 3)
+    step = ActivityRunHandler().update(("a",), run, columns([ev(1, "sit")]))
+    assert step.state == run and step.outputs == []
+    assert step.counts == {"ignored_older_other_activity": 1}
 
 
 def test_state_round_trip():

@@ -2,33 +2,40 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import pytest
 
-from handlers.base import to_us
 from handlers.carts import CartHandler, CartState
 
-T0 = datetime(2019, 6, 20, 0, 46, 1)
+# 2019-06-20 00:46:01 UTC in microseconds since the epoch.
+T0_US = 1_560_991_561_000_000
+HOUR_US = 3_600_000_000
 KEY = ("1028_CId",)
 
 
-def add(product: str, price: float, seconds: int = 0) -> dict:
+def event(kind: str, product: str, price: float, seconds: int) -> dict:
     return {
-        "event_type": "add_to_cart",
+        "event_type": kind,
         "product_id": product,
         "price": price,
-        "event_time": T0 + timedelta(seconds=seconds),
+        "event_time": T0_US + seconds * 1_000_000,
     }
+
+
+def add(product: str, price: float, seconds: int = 0) -> dict:
+    return event("add_to_cart", product, price, seconds)
 
 
 def buy(product: str, seconds: int = 0) -> dict:
-    return {
-        "event_type": "purchase",
-        "product_id": product,
-        "price": 9.0,
-        "event_time": T0 + timedelta(seconds=seconds),
-    }
+    return event("purchase", product, 9.0, seconds)
+
+
+def view(product: str, seconds: int = 0) -> dict:
+    return event("product_view", product, 1.0, seconds)
+
+
+def columns(events: list[dict]) -> dict[str, list]:
+    """The handler's input: its columns, one list each."""
+    return {name: [e[name] for e in events] for name in CartHandler.columns}
 
 
 @pytest.mark.parametrize(
@@ -47,39 +54,48 @@ def buy(product: str, seconds: int = 0) -> dict:
         ((("a", 1.0),), [buy("zzz"), add("b", 2.0, 1)], [("a", 1.0), ("b", 2.0)], 3.0),
         # Add then buy in one batch.
         ((), [add("a", 4.0), buy("a", 1)], [], 0.0),
+        # Product views in between change nothing.
+        ((), [view("x"), add("a", 4.0), view("a", 1)], [("a", 4.0)], 4.0),
     ],
 )
 def test_update(before, events, products, total_price):
-    state = CartState(products=before, updated_us=to_us(T0)) if before else None
-    step = CartHandler().update(KEY, state, events)
+    state = CartState(products=before, updated_us=T0_US) if before else None
+    step = CartHandler().update(KEY, state, columns(events))
     (row,) = step.outputs
-    assert [(p["product_id"], p["price"]) for p in row["products"]] == products
-    assert row["total_items"] == len(products)
-    assert row["total_price"] == total_price
+    assert row.products == products
+    assert row.total_items == len(products)
+    assert row.total_price == total_price
     assert step.state.products == tuple(products)
 
 
+def test_rows_are_tuples_in_output_schema_order():
+    (row,) = CartHandler().update(KEY, None, columns([add("a", 4.0, 3)])).outputs
+    assert tuple(row) == (KEY[0], 1, 4.0, [("a", 4.0)], T0_US + 3_000_000)
+
+
 def test_no_change_emits_nothing_and_keeps_state_without_timer():
-    state = CartState(products=(("a", 1.0),), updated_us=to_us(T0))
-    step = CartHandler().update(
-        KEY,
-        state,
-        [{"event_type": "product_view", "product_id": "a", "price": 1.0, "event_time": T0}],
-    )
+    state = CartState(products=(("a", 1.0),), updated_us=T0_US)
+    step = CartHandler().update(KEY, state, columns([view("a")]))
     assert step.outputs == ()
     assert step.state == state
     assert step.timer_us is None
 
 
+def test_views_alone_make_no_cart():
+    step = CartHandler().update(KEY, None, columns([view("a"), view("b", 1)]))
+    assert step.outputs == ()
+    assert step.state is None
+
+
 def test_ttl_sets_a_timer_and_expiry_empties_the_cart():
     handler = CartHandler({"cart_ttl": "1 hour"})
     assert handler.timeout_mode == "event_time"
-    step = handler.update(KEY, None, [add("a", 1.0)])
-    assert step.timer_us == to_us(T0 + timedelta(hours=1))
+    step = handler.update(KEY, None, columns([add("a", 1.0)]))
+    assert step.timer_us == T0_US + HOUR_US
     expired = handler.expire(KEY, step.state)
     assert expired.state is None
-    assert expired.outputs[0]["total_items"] == 0
-    assert expired.outputs[0]["updated_at"] == T0 + timedelta(hours=1)
+    assert expired.outputs[0].total_items == 0
+    assert expired.outputs[0].updated_at == T0_US + HOUR_US
 
 
 def test_state_round_trips_through_its_row():

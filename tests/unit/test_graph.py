@@ -27,10 +27,9 @@ EXPECTED_EDGES = {
         ("view:parsed_logs", "view:log_lines"),
         ("view:parsed_logs", "view:quarantine"),
         ("view:log_lines", "view:events"),
-        ("view:log_lines", "handler:session_updates"),
-        ("view:events", "view:cart_changes"),
+        ("view:events", "handler:session_updates"),
         ("view:events", "view:purchases"),
-        ("view:cart_changes", "handler:cart_updates"),
+        ("view:events", "handler:cart_updates"),
         ("view:events", "table:events"),
         ("view:quarantine", "table:quarantine"),
         ("view:purchases", "table:purchases"),
@@ -214,7 +213,7 @@ def test_cli_prints_mermaid():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("flowchart LR\n")
-    assert "view_log_lines --> handler_session_updates" in done.stdout
+    assert "view_events --> handler_session_updates" in done.stdout
 
 
 def test_cli_writes_svg_and_mermaid(tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 from engine.build import plan_pipeline
 from engine.errors import UserError
 from engine.pipeline import QuerySpec, Registry
+from engine.query_plan import HandlerGroup, StreamOutput
 
 
 @pytest.fixture
@@ -20,22 +21,70 @@ def test_server_logs_plan(pipeline):
     plan = plan_pipeline(pipeline)
     order = list(plan.order)
     assert order.index("parsed_logs") < order.index("log_lines") < order.index("events")
-    assert order.index("cart_changes") < order.index("cart_updates")
+    assert order.index("events") < order.index("cart_updates")
     assert set(plan.handlers) == {"session_updates", "cart_updates"}
     assert plan.steps["log_lines"].distinct
 
 
+def test_one_query_reads_server_logs_once(pipeline):
+    """Every table from one query: both handlers in one state-store call that also passes the
+    deduplicated events on; quarantine from the parse; purchases computed on each batch."""
+    (query,) = plan_pipeline(pipeline).queries.values()
+    group = HandlerGroup("events", ("cart_updates", "session_updates"))
+    assert query.outputs == (StreamOutput(handlers=group), StreamOutput(view="quarantine"))
+    assert query.batch_steps == ("purchases",)
+
+
 @pytest.mark.parametrize(
-    ("sinks", "message"),
+    ("name", "query", "outputs", "batch"),
     [
-        ({"events": "events", "purchases": "purchases"}, "stateful step 'log_lines'"),
-        ({"sessions": "session_updates", "carts": "cart_updates"}, "stateful step 'log_lines'"),
-        ({"nope": "events"}, "unknown table 'nope'"),
-        ({"events": "no_view"}, "reads unknown view 'no_view'"),
+        # The handler's input is not read on the batch: no passthrough.
+        (
+            "server_logs",
+            QuerySpec("q", {"sessions": "session_updates"}),
+            (
+                StreamOutput(
+                    handlers=HandlerGroup("events", ("session_updates",)), passthrough=False
+                ),
+            ),
+            (),
+        ),
+        # Stateless tables share one output: the latest view they all read.
+        (
+            "sensor_cep",
+            QuerySpec("q", {"quarantine": "quarantine", "sensor_anomalies": "anomalies"}),
+            (StreamOutput(view="sensor_readings"),),
+            ("anomalies", "quarantine"),
+        ),
+        # A deduplicated view without handlers below it is an output itself.
+        (
+            "server_logs",
+            QuerySpec("q", {"events": "events"}),
+            (StreamOutput(view="events"),),
+            (),
+        ),
     ],
 )
-def test_bad_queries_are_refused(pipeline, sinks, message):
-    bad = replace(pipeline, queries=(QuerySpec("main", sinks),))
+def test_derived_outputs(name, query, outputs, batch):
+    pipeline = replace(Registry().get(name), queries=(query,))
+    derived = plan_pipeline(pipeline).queries["q"]
+    assert (derived.outputs, derived.batch_steps) == (outputs, batch)
+
+
+@pytest.mark.parametrize(
+    ("name", "sinks", "message"),
+    [
+        (
+            "user_activity",
+            {"activity_spans": "activity_span_updates", "user_event_counts": "user_event_counts"},
+            "stateful step 'activity_events'",
+        ),
+        ("server_logs", {"nope": "events"}, "unknown table 'nope'"),
+        ("server_logs", {"events": "no_view"}, "reads unknown view 'no_view'"),
+    ],
+)
+def test_bad_queries_are_refused(name, sinks, message):
+    bad = replace(Registry().get(name), queries=(QuerySpec("main", sinks),))
     with pytest.raises(UserError, match=message):
         plan_pipeline(bad)
 
@@ -77,3 +126,29 @@ def test_a_topics_only_query_may_run_in_real_time():
     assert _trigger(alerts, once=True, real_time=True) == {"availableNow": True}
     five = replace(alerts, trigger="real-time 5 minutes")
     assert _trigger(five, once=False, real_time=True) == {"realTime": "5 minutes"}
+
+
+@pytest.mark.parametrize(
+    ("queries", "expected"),
+    [
+        # No queries: one derived query, main, writes every table.
+        ("", {"main": (None, ["events", "quarantine"])}),
+        # main sets how the derived query runs.
+        (
+            "queries:\n  main: {trigger: 5 seconds}\n",
+            {"main": ("5 seconds", ["events", "quarantine"])},
+        ),
+        # An entry with sinks takes those tables into a query of its own.
+        (
+            "queries:\n  q: {sinks: {quarantine: quarantine}}\n",
+            {"main": (None, ["events"]), "q": (None, ["quarantine"])},
+        ),
+    ],
+)
+def test_queries_are_optional_overrides(tmp_path, queries, expected):
+    spec = (Registry().folder / "server_logs.yaml").read_text()
+    head = spec[: spec.index("tables:")]
+    tables = "tables:\n  events: events\n  quarantine: quarantine\n"
+    (tmp_path / "server_logs.yaml").write_text(head + tables + queries + "settings: {}\n")
+    loaded = Registry(tmp_path).get("server_logs")
+    assert {q.name: (q.trigger, list(q.sinks)) for q in loaded.queries} == expected

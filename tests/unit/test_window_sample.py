@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import pytest
 
 from handlers.window_sample import WindowSampleHandler, WindowState, sample
 
-T0 = datetime(2023, 4, 12, 10, 0, 0)
+# 2023-04-12 10:00:00 UTC in microseconds since the epoch.
+T0_US = 1_681_293_600_000_000
+
+
+def at(second: int) -> int:
+    return T0_US + second * 1_000_000
 
 
 def r(second: int, freq: float = 1.0, device: str = "d1") -> tuple[int, str, float, bool]:
     """A reading at T0 + second; negative frequencies are anomalies, as in the SQL."""
-    us = int((T0 + timedelta(seconds=second) - datetime(1970, 1, 1)).total_seconds() * 1e6)
-    return (us, device, freq, freq < 0)
+    return (at(second), device, freq, freq < 0)
 
 
 @pytest.mark.parametrize(
@@ -40,37 +42,45 @@ def test_sample_picks_first_middle_last_and_every_anomaly(readings, expected):
 
 def event(second: int, freq: float, start: int = 0, device: str = "d1") -> dict:
     return {
-        "window_start": T0 + timedelta(seconds=start),
-        "window_end": T0 + timedelta(seconds=start + 60),
+        "window_start": at(start),
+        "window_end": at(start + 60),
         "device_id": device,
         "sensor_freq": freq,
-        "event_time": T0 + timedelta(seconds=second),
+        "event_time": at(second),
         "is_anomalous": freq < 0,
     }
 
 
+def columns(*events: dict) -> dict[str, list]:
+    """The handler's input: its columns, one list each."""
+    return {name: [e[name] for e in events] for name in WindowSampleHandler.columns}
+
+
 def test_update_keeps_readings_until_the_timer_at_the_window_end():
     handler = WindowSampleHandler()
-    first = handler.update(("w",), None, [event(5, 1.0), event(20, -5.0)])
+    first = handler.update(("w",), None, columns(event(5, 1.0), event(20, -5.0)))
     assert first.outputs == () and len(first.state.readings) == 2
     # The timer fires once the watermark passes it: 1 ms before the end closes the window
     # when the watermark reaches the end.
     assert first.timer_us == first.state.window_end_us - 1000
-    second = handler.update(("w",), first.state, [event(30, 2.0)])
+    second = handler.update(("w",), first.state, columns(event(30, 2.0)))
     assert len(second.state.readings) == 3
     closed = handler.expire(("w",), second.state)
     assert closed.state is None
-    assert [(row["sensor_freq"], row["is_anomalous"]) for row in closed.outputs] == [
+    assert [(row.sensor_freq, row.is_anomalous) for row in closed.outputs] == [
         (1.0, False),
         (-5.0, True),
         (2.0, False),
     ]
-    assert {row["window_end"] for row in closed.outputs} == {T0 + timedelta(seconds=60)}
+    assert {row.window_end for row in closed.outputs} == {at(60)}
+    assert tuple(closed.outputs[0]) == (at(0), at(60), "d1", 1.0, at(5), False)
 
 
 def test_a_group_key_without_the_window_is_refused():
     with pytest.raises(ValueError, match="must include the window"):
-        WindowSampleHandler().update(("all",), None, [event(5, 1.0), event(35, 1.0, start=30)])
+        WindowSampleHandler().update(
+            ("all",), None, columns(event(5, 1.0), event(35, 1.0, start=30))
+        )
 
 
 def test_state_survives_the_round_trip_through_a_spark_row():
