@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import StructType
 
 from engine.build import Plan, spark_error_line
 from engine.errors import UserError
+from engine.handler_adapter import handler_rows, passthrough_rows
 from engine.query_plan import QueryPlan
 from engine.tables import TableDef
 
@@ -28,31 +29,26 @@ class BatchViews:
         #: What each target is written as (a table, or a topic's message), in target order;
         #: set by `check` before the query starts.
         self.tables: list[TableDef] = []
+        #: Each handler input's columns, as the passthrough rows carry them; set by `check`.
+        self.input_columns: dict[str, list[str]] = {}
 
-    def _bind(self, spark: SparkSession, rows: DataFrame) -> None:
+    def _bind(self, rows: DataFrame) -> None:
         for i, output in enumerate(self.query.outputs):
             part = rows.where(F.col("_out") == i).select(f"_o{i}.*")
             if output.handlers is None:
                 part.createOrReplaceTempView(output.view)  # type: ignore[arg-type]
                 continue
-            names = output.handlers.names
-            own = {f"{n}__{c}" for n in names for c in self._columns(n)}
-            inputs = [c for c in part.columns if c != "_emit" and c not in own]
+            for name in output.handlers.names:
+                handler = self.plan.handlers[name][1]
+                handler_rows(part, name, handler).createOrReplaceTempView(name)
             if output.passthrough:
-                part.where(F.col("_emit") == "").select(*inputs).createOrReplaceTempView(
-                    output.handlers.input
-                )
-            for name in names:
-                cols = [F.col(f"{name}__{c}").alias(c) for c in self._columns(name)]
-                part.where(F.col("_emit") == name).select(*cols).createOrReplaceTempView(name)
-
-    def _columns(self, handler: str) -> list[str]:
-        return DataType.fromDDL(self.plan.handlers[handler][1].output_schema).fieldNames()
+                inputs = self.input_columns[output.handlers.input]
+                passthrough_rows(part, inputs).createOrReplaceTempView(output.handlers.input)
 
     def __call__(self, rows: DataFrame) -> list[DataFrame]:
         """One DataFrame per sink, in sink order, computed from the batch's `rows`."""
         spark = rows.sparkSession
-        self._bind(spark, rows)
+        self._bind(rows)
         for name in self.query.batch_steps:
             step = self.plan.steps[name]
             try:
@@ -79,4 +75,9 @@ class BatchViews:
         `schema`, in a session of their own, so a missing column or a SQL error stops the run
         before any query starts."""
         self.tables = list(tables)
+        for output in self.query.outputs:
+            if output.handlers is not None and output.passthrough:
+                self.input_columns[output.handlers.input] = spark.table(
+                    output.handlers.input
+                ).columns
         self(spark.newSession().createDataFrame([], schema))

@@ -17,11 +17,11 @@ from engine.errors import UserError
 from engine.pipeline import HandlerSpec, Pipeline, QuerySpec
 from engine.sqlgraph import SqlStep
 
-__all__ = ["HandlerGroup", "QueryPlan", "StreamOutput", "plan_query"]
+__all__ = ["QueryPlan", "StateCall", "StreamOutput", "plan_query"]
 
 
 @dataclass(frozen=True)
-class HandlerGroup:
+class StateCall:
     """Handlers with the same input (and key), run by one state-store call."""
 
     input: str
@@ -34,7 +34,7 @@ class StreamOutput:
     (its handlers' rows, and its input rows as they came)."""
 
     view: str | None = None
-    handlers: HandlerGroup | None = None
+    handlers: StateCall | None = None
     #: For a handler group: whether its input rows are emitted too (a batch step reads them).
     passthrough: bool = True
 
@@ -130,11 +130,11 @@ class _Graph:
         return needed if walk(target) else None
 
 
-def _groups(graph: _Graph, names: Sequence[str]) -> list[HandlerGroup]:
+def _groups(graph: _Graph, names: Sequence[str]) -> list[StateCall]:
     by_input: dict[str, list[str]] = {}
     for name in names:
         by_input.setdefault(graph.handlers[name].input, []).append(name)
-    return [HandlerGroup(inp, tuple(sorted(hs))) for inp, hs in sorted(by_input.items())]
+    return [StateCall(inp, tuple(sorted(hs))) for inp, hs in sorted(by_input.items())]
 
 
 def plan_query(

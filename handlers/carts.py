@@ -34,9 +34,7 @@ class CartRow(NamedTuple):
 
 class CartHandler(StateHandler[CartState]):
     """Keeps each cart across logouts and session timeouts; `cart_ttl` optionally empties it.
-
-    Reads every event item; only add_to_cart and purchase rows change the cart.
-    """
+    Reads every event item; only add_to_cart and purchase rows change the cart."""
 
     key = ("customer_id",)
     columns = ("event_time", "event_type", "product_id", "price")

@@ -35,10 +35,7 @@ class SessionRow(NamedTuple):
 
 class SessionHandler(StateHandler[SessionState]):
     """One open session per customer; LoggedOut closes it, `session_timeout` of quiet too.
-
-    Reads one row per event item: a log line's further items (item_index > 0) are skipped, so
-    a line counts once.
-    """
+    Reads event items: a line's further items (item_index > 0) are skipped, so it counts once."""
 
     key = ("customer_id",)
     columns = ("event_time", "logged_out", "item_index")

@@ -47,8 +47,8 @@ def test_processing_time_timeout_then_clean_stop(spark, tmp_path):
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        # The file arrives while the queries are already running.
-        wait_until(lambda: (lake / "sessions" / "_delta_log").exists())
+        # The file arrives while the query is already running (its tables are created first).
+        wait_until(lambda: (lake / "sessions" / "_delta_log" / f"{0:020}.json").exists())
         (folder / "part-1.json").write_text(LINES)
 
         def closed() -> list[dict]:

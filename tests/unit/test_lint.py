@@ -97,9 +97,9 @@ CASES = [
     ),
     pytest.param(
         "sql/server_logs/events.sql",
-        "explode(items)",
-        "explode(itemz)",
-        "sql/server_logs/events.sql:14:26: error: unknown column 'itemz' [unknown-column]",
+        "posexplode(items)",
+        "posexplode(itemz)",
+        "sql/server_logs/events.sql:16:29: error: unknown column 'itemz' [unknown-column]",
         id="unknown-column-in-lateral-view",
     ),
     pytest.param(
@@ -214,7 +214,7 @@ def test_project_sql_is_clean_but_for_two_warnings(capsys: pytest.CaptureFixture
     assert out == [
         SPEND_WARNING,
         TOTALS_WARNING,
-        "lint: 5 pipelines, 22 SQL files, no errors, 2 warnings",
+        "lint: 5 pipelines, 21 SQL files, no errors, 2 warnings",
     ]
 
 
@@ -223,7 +223,7 @@ def test_clean_pipeline_and_unknown_pipeline(
 ) -> None:
     assert run_lint(project, capsys, "server_logs") == (
         0,
-        "lint: 1 pipeline, 6 SQL files, no findings\n",
+        "lint: 1 pipeline, 5 SQL files, no findings\n",
     )
     assert main(["--pipelines", str(project / "pipelines"), "lint", "nope"]) == 2
     assert "unknown pipeline 'nope'" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import pytest
 from engine.build import plan_pipeline
 from engine.errors import UserError
 from engine.pipeline import QuerySpec, Registry
-from engine.query_plan import HandlerGroup, StreamOutput
+from engine.query_plan import StateCall, StreamOutput
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_one_query_reads_server_logs_once(pipeline):
     """Every table from one query: both handlers in one state-store call that also passes the
     deduplicated events on; quarantine from the parse; purchases computed on each batch."""
     (query,) = plan_pipeline(pipeline).queries.values()
-    group = HandlerGroup("events", ("cart_updates", "session_updates"))
+    group = StateCall("events", ("cart_updates", "session_updates"))
     assert query.outputs == (StreamOutput(handlers=group), StreamOutput(view="quarantine"))
     assert query.batch_steps == ("purchases",)
 
@@ -42,11 +42,7 @@ def test_one_query_reads_server_logs_once(pipeline):
         (
             "server_logs",
             QuerySpec("q", {"sessions": "session_updates"}),
-            (
-                StreamOutput(
-                    handlers=HandlerGroup("events", ("session_updates",)), passthrough=False
-                ),
-            ),
+            (StreamOutput(handlers=StateCall("events", ("session_updates",)), passthrough=False),),
             (),
         ),
         # Stateless tables share one output: the latest view they all read.
