@@ -1,9 +1,9 @@
 -- Every server-log line parsed into its fields and items, with the reason it cannot be used
 -- (reject_reason is NULL for a usable line). Timestamps look like 20:06:2019 0:46:1.
 --
--- The values are those of the line read as VARIANT (try_parse_json, try_variant_get). A regular
--- line is read with from_json instead, which is several times faster and gives the very same
--- values for it; every other line is still read as VARIANT (see `checked` below).
+-- The values are those of the line read as VARIANT (try_parse_json, try_variant_get). A
+-- regular line is read with from_json instead, much faster and with the very same values; any
+-- other line is still read as VARIANT (see `checked` below).
 CREATE OR REPLACE TEMP VIEW parsed_logs AS
 WITH lines AS (
   SELECT
@@ -26,31 +26,30 @@ WITH lines AS (
     ) AS j
   FROM raw_logs
 ),
--- A line is regular when from_json gives for it what VARIANT gives:
--- * a JSON object that from_json read without error (so also no value of the wrong type);
--- * no \u escape (VARIANT rejects a lone surrogate such as \ud800; from_json accepts it);
--- * the text fields were JSON strings: for a number, object or array in a STRING field, from_json
---   and VARIANT write different text (1E2 is 100.0 as from_json reads it, 1.0E2 as VARIANT), and
---   such a value always renders as a whole line of concat_ws below matching this pattern;
--- * a positive Price (from_json reads -0.0 as -0.0, VARIANT as the decimal 0);
--- * exactly one event type, every field there and not null, and no other key: counted with the
---   colons, one a key (the timestamp's own colons apart; a colon in another text makes the line
---   irregular). So no duplicate key, which VARIANT rejects and from_json reads as the last value.
+-- A line is regular when from_json reads it exactly as VARIANT does:
+-- * a JSON object that from_json read without error, so every Price and Quantity is a JSON
+--   number of its type; and no \u escape (VARIANT rejects a lone surrogate such as \ud800);
+-- * every text field a JSON string: a number, object or array read into a STRING field is
+--   written differently by from_json and VARIANT (1E2 is 100.0 as from_json reads it, 1.0E2 as
+--   VARIANT); such a value is always a whole line of the concat_ws below matching the pattern;
+-- * Price > 0 for AddToCart and ProductView: from_json reads -0.0 as the double -0.0, VARIANT as
+--   the decimal 0 (a zero or negative Price is rare, so it just takes the VARIANT way);
+-- * one event type with all its fields, none null, and no other key anywhere: counted with the
+--   colons, one a key besides those of the timestamp (a colon in another text makes the line
+--   irregular). So no duplicate key, which VARIANT rejects and from_json reads as the last one.
 checked AS (
   SELECT
     raw,
     source_file,
     j,
     coalesce(
-      j IS NOT NULL
-      AND j._corrupt_record IS NULL
+      j._corrupt_record IS NULL
       AND NOT contains(raw, '\\u')
       AND NOT concat_ws(
         '\n', j.CustomerId, j.timestamp, j.Source, j.EventType.AddToCart.ProductId,
         j.EventType.ProductView.ProductId, j.EventType.Purchase.ProductId, j.EventType.Purchase.Price
       ) RLIKE '(?m)^(-?[0-9][0-9.eE+-]*$|[\\[{"])'
-      AND j.CustomerId IS NOT NULL
-      AND j.Source IS NOT NULL
+      AND j.CustomerId IS NOT NULL AND j.timestamp IS NOT NULL AND j.Source IS NOT NULL
       AND octet_length(raw) - octet_length(replace(raw, ':', ''))
         = octet_length(j.timestamp) - octet_length(replace(j.timestamp, ':', ''))
           + 5 -- CustomerId, timestamp, EventType, Source and the event type
