@@ -2,7 +2,7 @@
 -- (reject_reason is NULL for a usable one). is_anomalous is THE anomaly rule of the pipeline.
 --
 -- The values are those of the record read as VARIANT (try_parse_json, try_variant_get). A
--- regular record is read with from_json instead, much faster and with the very same values;
+-- regular record is read with from_json instead, which is cheaper and gives the very same values;
 -- any other record is still read as VARIANT (see `checked` below).
 CREATE OR REPLACE TEMP VIEW sensor_readings AS
 WITH records AS (
@@ -21,16 +21,18 @@ WITH records AS (
     ) AS j
   FROM raw_readings
 ),
--- A record is regular when from_json gives for it what VARIANT gives:
--- * a JSON object that from_json read without error, and no \u escape (VARIANT rejects a lone
---   surrogate such as \ud800, from_json not);
--- * device_id a JSON string or integer, event_time a JSON string: for other values in a STRING
---   field from_json and VARIANT may write different text (1E2 is 100.0 as from_json reads it,
---   1.0E2 as VARIANT; an integer of 19 digits or more may not be a BIGINT for VARIANT);
--- * sensor_freq not -0.0: from_json reads it as the double -0.0, VARIANT as the decimal 0;
--- * the three fields there and not null, and no other key: a record has one colon a key besides
---   those of event_time, and a colon in device_id makes it irregular. So no duplicate key, which
---   VARIANT rejects and from_json reads as its last value.
+-- A record is regular when from_json reads it exactly as VARIANT does:
+-- * from_json read a JSON object without error, so sensor_freq is a JSON number; and there is
+--   no \u escape (VARIANT rejects a lone surrogate such as \ud800, from_json does not);
+-- * device_id a JSON string or an integer of at most 18 digits, event_time a JSON string. Any
+--   other number, object or array read into a STRING field may be written differently by the
+--   two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts the keys of an object), and it always
+--   matches one of the patterns below;
+-- * sensor_freq not -0.0: it is the double -0.0 for from_json, the decimal 0 for VARIANT;
+-- * the three fields there, none NULL, and no other key: a key has one colon, so splitting the
+--   record at ':' gives one piece per key, plus one, plus event_time's own colons (a colon in
+--   device_id makes the record irregular). So no duplicate key either, which VARIANT rejects
+--   and from_json reads as its last value.
 checked AS (
   SELECT
     raw,
@@ -43,8 +45,7 @@ checked AS (
       AND NOT j.event_time RLIKE '^(-?[0-9][0-9.eE+-]*$|[\\[{"])'
       AND NOT (j.sensor_freq = 0 AND CAST(j.sensor_freq AS STRING) = '-0.0')
       AND j.device_id IS NOT NULL AND j.sensor_freq IS NOT NULL AND j.event_time IS NOT NULL
-      AND octet_length(raw) - octet_length(replace(raw, ':', ''))
-        = 3 + octet_length(j.event_time) - octet_length(replace(j.event_time, ':', '')),
+      AND size(split(raw, ':')) = 3 + size(split(j.event_time, ':')),
       false
     ) AS regular
   FROM records

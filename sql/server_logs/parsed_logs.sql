@@ -2,8 +2,8 @@
 -- (reject_reason is NULL for a usable line). Timestamps look like 20:06:2019 0:46:1.
 --
 -- The values are those of the line read as VARIANT (try_parse_json, try_variant_get). A
--- regular line is read with from_json instead, much faster and with the very same values; any
--- other line is still read as VARIANT (see `checked` below).
+-- regular line is read with from_json instead, which is cheaper and gives the very same values;
+-- any other line is still read as VARIANT (see `checked` below).
 CREATE OR REPLACE TEMP VIEW parsed_logs AS
 WITH lines AS (
   SELECT
@@ -27,16 +27,18 @@ WITH lines AS (
   FROM raw_logs
 ),
 -- A line is regular when from_json reads it exactly as VARIANT does:
--- * a JSON object that from_json read without error, so every Price and Quantity is a JSON
---   number of its type; and no \u escape (VARIANT rejects a lone surrogate such as \ud800);
--- * every text field a JSON string: a number, object or array read into a STRING field is
---   written differently by from_json and VARIANT (1E2 is 100.0 as from_json reads it, 1.0E2 as
---   VARIANT); such a value is always a whole line of the concat_ws below matching the pattern;
--- * Price > 0 for AddToCart and ProductView: from_json reads -0.0 as the double -0.0, VARIANT as
---   the decimal 0 (a zero or negative Price is rare, so it just takes the VARIANT way);
--- * one event type with all its fields, none null, and no other key anywhere: counted with the
---   colons, one a key besides those of the timestamp (a colon in another text makes the line
---   irregular). So no duplicate key, which VARIANT rejects and from_json reads as the last one.
+-- * from_json read a JSON object without error, so each Price is a JSON number and each
+--   Quantity a JSON integer; and there is no \u escape (VARIANT rejects a lone surrogate such as
+--   \ud800, from_json does not);
+-- * each text field was a JSON string. A number, object or array read into a STRING field is
+--   written differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts the keys
+--   of an object), and it always makes a whole line of the concat_ws below matching the pattern;
+-- * Price > 0 for AddToCart and ProductView: -0.0 is the double -0.0 for from_json, the decimal
+--   0 for VARIANT (a zero or negative Price is rare: such a line is just read as VARIANT);
+-- * one event type with all its fields, none NULL, and no other key anywhere: a key has one
+--   colon, so splitting the line at ':' gives one piece per key, plus one, plus the timestamp's
+--   own colons (a colon in any other text makes the line irregular). So no duplicate key either,
+--   which VARIANT rejects and from_json reads as its last value.
 checked AS (
   SELECT
     raw,
@@ -46,19 +48,21 @@ checked AS (
       j._corrupt_record IS NULL
       AND NOT contains(raw, '\\u')
       AND NOT concat_ws(
-        '\n', j.CustomerId, j.timestamp, j.Source, j.EventType.AddToCart.ProductId,
-        j.EventType.ProductView.ProductId, j.EventType.Purchase.ProductId, j.EventType.Purchase.Price
+        '\n', j.CustomerId, j.timestamp, j.Source,
+        j.EventType.AddToCart.ProductId, j.EventType.ProductView.ProductId,
+        j.EventType.Purchase.ProductId, j.EventType.Purchase.Price
       ) RLIKE '(?m)^(-?[0-9][0-9.eE+-]*$|[\\[{"])'
       AND j.CustomerId IS NOT NULL AND j.timestamp IS NOT NULL AND j.Source IS NOT NULL
-      AND octet_length(raw) - octet_length(replace(raw, ':', ''))
-        = octet_length(j.timestamp) - octet_length(replace(j.timestamp, ':', ''))
-          + 5 -- CustomerId, timestamp, EventType, Source and the event type
+      AND size(split(raw, ':')) = size(split(j.timestamp, ':'))
+          + 5 -- CustomerId, timestamp, EventType, Source, the event type
           + CASE
             WHEN j.EventType.ProductView IS NULL AND j.EventType.Purchase IS NULL
-              AND j.EventType.AddToCart.ProductId IS NOT NULL AND j.EventType.AddToCart.Price > 0
+              AND j.EventType.AddToCart.ProductId IS NOT NULL
+              AND j.EventType.AddToCart.Price > 0
               THEN 2
             WHEN j.EventType.AddToCart IS NULL AND j.EventType.Purchase IS NULL
-              AND j.EventType.ProductView.ProductId IS NOT NULL AND j.EventType.ProductView.Price > 0
+              AND j.EventType.ProductView.ProductId IS NOT NULL
+              AND j.EventType.ProductView.Price > 0
               THEN 2
             WHEN j.EventType.AddToCart IS NULL AND j.EventType.ProductView IS NULL
               AND forall(

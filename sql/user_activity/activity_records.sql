@@ -2,7 +2,7 @@
 -- be used (reject_reason is NULL for a usable one). event_time is Creation_Time (ns) exactly.
 --
 -- The values are those of the record read as VARIANT (try_parse_json, try_variant_get). A
--- regular record is read with from_json instead, much faster and with the very same values;
+-- regular record is read with from_json instead, which is cheaper and gives the very same values;
 -- any other record is still read as VARIANT (see `checked` below).
 CREATE OR REPLACE TEMP VIEW activity_records AS
 WITH records AS (
@@ -22,16 +22,17 @@ WITH records AS (
     ) AS j
   FROM raw_activity
 ),
--- A record is regular when from_json gives for it what VARIANT gives:
--- * a JSON object that from_json read without error, so every number field holds a number of
---   its type, and no \u escape (VARIANT rejects a lone surrogate such as \ud800, from_json not);
--- * the text fields were JSON strings: for a number, object or array in a STRING field from_json
---   and VARIANT write different text (1E2 is 100.0 as from_json reads it, 1.0E2 as VARIANT);
---   such a value is always a whole line of the concat_ws below that matches the pattern;
--- * no -0.0 in x, y, z: from_json reads it as the double -0.0, VARIANT as the decimal 0;
--- * all ten fields there and not null, and no other key: a record has one colon a key, and a
---   colon in a text makes it irregular. So no duplicate key, which VARIANT rejects and from_json
---   reads as its last value.
+-- A record is regular when from_json reads it exactly as VARIANT does:
+-- * from_json read a JSON object without error, so each BIGINT is a JSON integer and each
+--   DOUBLE a JSON number; and there is no \u escape (VARIANT rejects a lone surrogate such as
+--   \ud800, from_json does not);
+-- * each text field was a JSON string. A number, object or array read into a STRING field is
+--   written differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts the keys
+--   of an object), and it always makes a whole line of the concat_ws below matching the pattern;
+-- * no -0.0 in x, y, z: it is the double -0.0 for from_json, the decimal 0 for VARIANT;
+-- * all ten fields there, none NULL, and no other key: a key has one colon, so splitting the
+--   record at ':' gives eleven pieces (a colon in a text makes the record irregular). So no
+--   duplicate key either, which VARIANT rejects and from_json reads as its last value.
 checked AS (
   SELECT
     raw,
@@ -48,7 +49,7 @@ checked AS (
       AND j.User IS NOT NULL AND j.Creation_Time IS NOT NULL AND j.Arrival_Time IS NOT NULL
       AND j.gt IS NOT NULL AND j.Device IS NOT NULL AND j.Model IS NOT NULL
       AND j.Index IS NOT NULL AND j.x IS NOT NULL AND j.y IS NOT NULL AND j.z IS NOT NULL
-      AND octet_length(raw) - octet_length(replace(raw, ':', '')) = 10,
+      AND size(split(raw, ':')) = 11,
       false
     ) AS regular
   FROM records
