@@ -1,9 +1,10 @@
 """`query`: ad-hoc, read-only SQL over the lake's Delta tables, known by name.
 
-The SQL is Spark SQL. It is checked here (one query, nothing that writes) before any engine
-starts; the tables it names are read with delta-rs as Arrow, at the latest version or at
-`--version` / `--as-of`, and handed to an engine: DuckDB by default
-(`engine.query_engine`), Spark on request (`run_query`).
+The SQL is Spark SQL. It is checked here (one query, nothing that writes, only the functions
+on the allow-list of `engine.query_functions`) before any engine starts; the tables it names
+are read with delta-rs as Arrow, at the latest version or at `--version` / `--as-of`, and
+handed to an engine: DuckDB by default (`engine.query_engine`), Spark on request
+(`run_query`, with variable substitution off).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import csv
 import datetime as dt
 import decimal
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,13 +26,16 @@ from deltalake import DeltaTable
 from sqlglot import exp
 
 from engine.errors import UserError
+from engine.query_functions import check_bare_names, check_calls
 from engine.sqlgraph import SparkStreaming
+from engine.values import json_safe, repair_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
     "LATEST",
+    "SUBSTITUTE",
     "OutputFormat",
     "Snapshot",
     "lake_tables",
@@ -91,11 +96,19 @@ def lake_tables(lake: Path) -> dict[str, Path]:
 
 
 def parse_query(sql: str) -> exp.Query:
-    """The one read-only query in `sql` (Spark SQL); anything else is a user error."""
+    """The one read-only query in `sql` (Spark SQL), calling only allowed functions; anything
+    else is a user error."""
+    sqlglot_log = logging.getLogger("sqlglot")
+    level = sqlglot_log.level
+    # sqlglot warns on stderr when it falls back to a Command (EXECUTE IMMEDIATE ...): the
+    # refusal below is the one line the user sees.
+    sqlglot_log.setLevel(logging.ERROR)
     try:
         trees = [t for t in sqlglot.parse(sql, read=SparkStreaming) if t is not None]
     except sqlglot.errors.SqlglotError as err:
         raise UserError(f"query: {str(err).splitlines()[0]}") from None
+    finally:
+        sqlglot_log.setLevel(level)
     if len(trees) != 1:
         raise UserError(f"query: one statement at a time; {READ_ONLY}")
     tree = trees[0]
@@ -107,24 +120,36 @@ def parse_query(sql: str) -> exp.Query:
                 f"query: FROM {table.this.sql(dialect='spark')}: only the lake's tables can be "
                 "read (no table functions)"
             )
+    check_calls(sql)  # only functions on the allow-list (engine/query_functions.txt)
     return tree
 
 
 def referenced_tables(tree: exp.Query) -> list[str]:
-    """The table names a query reads, without its CTEs."""
+    """The table names a query reads, without its CTEs and the names in hints."""
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    return sorted({t.name for t in tree.find_all(exp.Table) if t.name not in ctes})
+    return sorted(
+        {
+            t.name
+            for t in tree.find_all(exp.Table)
+            if t.name not in ctes and not t.find_ancestor(exp.Hint)
+        }
+    )
 
 
 def read_tables(tree: exp.Query, lake: Path, snapshot: Snapshot = LATEST) -> dict[str, pa.Table]:
-    """The tables a query names, read with delta-rs as Arrow; an unknown name is a user error."""
+    """The tables a query names, read with delta-rs as Arrow; an unknown name is a user error.
+
+    Text that is not valid UTF-8 arrives with its bad bytes as `\\xNN` escapes
+    (engine/values.py): DuckDB's string functions fail on such bytes, and this is how every
+    engine prints them anyway.
+    """
     tables = lake_tables(lake)
     read: dict[str, pa.Table] = {}
     for name in referenced_tables(tree):
         if name not in tables:
             known = ", ".join(tables) or "none"
             raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")
-        read[name] = snapshot.open(name, tables[name]).to_pyarrow_table()
+        read[name] = repair_text(snapshot.open(name, tables[name]).to_pyarrow_table())
     return read
 
 
@@ -155,24 +180,39 @@ def _spark_tables(
     return frames
 
 
+# Spark replaces `${env:HOME}`, `${system:user.name}` and `${spark.x}` in SQL text before
+# parsing it unless this is off: a query's text must reach Spark as it was checked.
+SUBSTITUTE = "spark.sql.variable.substitute"
+
+
 def run_query(spark: SparkSession, sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Register the tables the query names as Spark views at the snapshot and run it on
-    Spark."""
+    Spark, with variable substitution off (the session's setting is restored after)."""
     from pyspark.errors import PySparkException
 
     from engine.build import spark_error_line
 
+    tree = parse_query(sql)
+    before = spark.conf.get(SUBSTITUTE)
+    spark.conf.set(SUBSTITUTE, "false")
     try:
-        for name, frame in _spark_tables(spark, parse_query(sql), lake, snapshot).items():
+        frames = _spark_tables(spark, tree, lake, snapshot)
+        check_bare_names(tree, [c for f in frames.values() for c in f.columns])
+        for name, frame in frames.items():
             frame.createOrReplaceTempView(name)
         return spark.sql(sql).toArrow()
     except PySparkException as err:
         raise UserError(f"query: {spark_error_line(err)}") from None
+    finally:
+        spark.conf.set(SUBSTITUTE, before)
 
 
 def _plain(value: Any) -> Any:
     # Both engines print alike: times in UTC, integral decimals (DuckDB's HUGEINT sums) as
-    # integers, other decimals as numbers.
+    # integers, other decimals as numbers; NaN and ±Infinity as text, bytes as base64
+    # (engine/values.py).
+    if isinstance(value, float | bytes):
+        return json_safe(value)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC).isoformat()
     if isinstance(value, dt.datetime | dt.date):
@@ -190,11 +230,39 @@ def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     plain = _plain(value)
-    return json.dumps(plain) if isinstance(plain, dict | list) else str(plain)
+    return json.dumps(plain, allow_nan=False) if isinstance(plain, dict | list) else str(plain)
 
 
-def _print_table(names: Sequence[str], rows: list[dict[str, Any]], out: TextIO) -> None:
-    cells = [[_cell(r[n]) for n in names] for r in rows]
+def _times_as_text(kind: pa.DataType) -> pa.DataType:
+    """`kind` with its dates and times (at any depth) as strings."""
+    if pa.types.is_temporal(kind):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_times_as_text(f.type)) for f in kind])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        field = kind.value_field.with_type(_times_as_text(kind.value_type))
+        return pa.list_(field) if pa.types.is_list(kind) else pa.large_list(field)
+    if pa.types.is_map(kind):
+        return pa.map_(_times_as_text(kind.key_type), _times_as_text(kind.item_type))
+    return kind
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        # A date or time past Python's year 9999 (Spark and DuckDB go further): Arrow's text.
+        return column.cast(_times_as_text(column.type)).to_pylist()
+
+
+def _rows(result: pa.Table) -> list[list[Any]]:
+    """The result's rows as lists of Python values, whatever they hold (engine/values.py)."""
+    columns = [_values(c) for c in repair_text(result).columns]
+    return [list(r) for r in zip(*columns, strict=True)] if columns else []
+
+
+def _print_table(names: Sequence[str], rows: list[list[Any]], out: TextIO) -> None:
+    cells = [[_cell(v) for v in r] for r in rows]
     widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out.write(line + "\n")
@@ -207,15 +275,20 @@ def _print_table(names: Sequence[str], rows: list[dict[str, Any]], out: TextIO) 
 
 
 def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO = sys.stdout) -> None:
-    """Print a result as a text table, one JSON array of row objects, or CSV."""
+    """Print a result as a text table, one JSON array of row objects, or CSV.
+
+    Any stored value prints: text that is not UTF-8 with `\\xNN` escapes, NaN and ±Infinity
+    as "NaN", "Infinity", "-Infinity" (so the JSON is always JSON), bytes as base64.
+    """
     names = result.column_names
-    rows = result.to_pylist()
+    rows = _rows(result)
     if fmt == "json":
-        json.dump([_plain(r) for r in rows], out)
+        objects = [_plain(dict(zip(names, r, strict=True))) for r in rows]
+        json.dump(objects, out, allow_nan=False)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)
         writer.writerow(names)
-        writer.writerows([_cell(r[n]) if r[n] is not None else "" for n in names] for r in rows)
+        writer.writerows([_cell(v) if v is not None else "" for v in r] for r in rows)
     else:
         _print_table(names, rows, out)

@@ -12,6 +12,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from engine.kafka_sink import TopicSink
+from engine.lake_guard import claim_table, record_batch
 from engine.sinks import BatchId, DeltaSink
 
 Sink = DeltaSink | TopicSink
@@ -68,6 +69,16 @@ class MultiTableWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
+        if self._last_batch is None:
+            # From now on the tables are this checkpoint's (engine/lake_guard.py).
+            for sink in self.sinks:
+                if isinstance(sink, DeltaSink):
+                    claim_table(
+                        sink.path,
+                        pipeline=self.pipeline,
+                        query=self.query,
+                        checkpoint=self.checkpoint,
+                    )
         held = self._held(batch)
         self._last_batch = batch_id if self._last_batch is None else max(self._last_batch, batch_id)
         # Every sink reads the batch's rows: compute them once.
@@ -75,11 +86,16 @@ class MultiTableWriter:
         try:
             parts = self.views(df)
             order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
+            filled = []
             for i, sink in order:
                 rows = self._write(sink, parts[i], batch, held=i in held)
                 with self._lock:
                     self.rows[sink.table.name] += rows
                     self.written[sink.table.name] += 0 if i in held else rows
+                if rows and isinstance(sink, DeltaSink):
+                    filled.append(sink.table.name)
+            # Before Spark commits the batch: a table that later lacks it is noticed.
+            record_batch(self.checkpoint, filled, batch_id)
         finally:
             df.unpersist()
 

@@ -62,6 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         writer=writer,  # type: ignore[arg-type]
         lake=Path(args.lake).resolve(),
         checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
+        new_checkpoint=args.new_checkpoint,
         once=args.once,
         input_path=args.input,
     )
@@ -83,7 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from engine.adhoc import Snapshot, lake_tables, parse_query, print_rows, run_query
+    from engine.adhoc import SUBSTITUTE, Snapshot, lake_tables, parse_query, print_rows, run_query
 
     lake = Path(args.lake).resolve()
     snapshot = Snapshot.parse(args.version, args.as_of)
@@ -96,7 +97,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         return 0
     from engine.spark_session import get_spark
 
-    conf = {"spark.sql.shuffle.partitions": "2"}
+    conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
     spark = get_spark(conf, log_file=None if args.debug else _log_file(lake))
     print_rows(run_query(spark, args.sql, lake, snapshot), args.format)
     return 0
@@ -232,6 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--input", help="input folder (overrides the pipeline's)")
     run.add_argument("--lake", default="lake", help="folder of the Delta tables (default ./lake)")
     run.add_argument("--checkpoints", help="checkpoint folder (default <lake>/_checkpoints)")
+    run.add_argument(
+        "--new-checkpoint",
+        action="store_true",
+        help="write tables that another checkpoint wrote (the input is read again from its "
+        "start: append tables get its rows again)",
+    )
     run.add_argument(
         "--conf",
         action="append",

@@ -3,7 +3,9 @@
 Spark's own Kafka connector is a Maven jar that cannot be fetched here. This source keeps the
 same contract: a batch is a range of offsets per partition, recorded in the query's
 checkpoint (offset log) before it is read, so a replay after a crash reads the same records.
-Columns: key, value (strings), topic, partition, offset, timestamp.
+Columns: key, value (bytes, as Kafka holds them), topic, partition, offset, timestamp;
+engine/sources.py casts key and value to STRING as for Spark's own connector, which keeps the
+bytes: the parse SQL tells a value that is not valid UTF-8 and quarantines it losslessly.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from engine.errors import KafkaUnavailable, UserError
 
 __all__ = ["SCHEMA", "KafkaOptions", "KafkaSource", "check_topic", "split_limit"]
 
-SCHEMA = "key STRING, value STRING, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
+SCHEMA = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
 _ARROW = pa.schema(
     [
-        ("key", pa.string()),
-        ("value", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),
@@ -347,15 +349,11 @@ def _lost(opts: KafkaOptions, partition: int, missing: int) -> None:
         )
 
 
-def _text(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8", errors="replace")
-
-
 def _batch(msgs: list[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([_text(m.key()) for m in msgs], pa.string()),
-            pa.array([_text(m.value()) for m in msgs], pa.string()),
+            pa.array([m.key() for m in msgs], pa.binary()),
+            pa.array([m.value() for m in msgs], pa.binary()),
             pa.array([m.topic() for m in msgs], pa.string()),
             pa.array([m.partition() for m in msgs], pa.int32()),
             pa.array([m.offset() for m in msgs], pa.int64()),

@@ -18,6 +18,7 @@ from engine.adhoc import lake_tables
 from engine.errors import UserError
 from engine.quality_html import write_report_html
 from engine.tables import TableDef, load_tables
+from engine.values import json_safe
 from quality import Suite, load_suites
 
 __all__ = ["Outcome", "QualityReport", "TableResult", "default_report_dir", "validate_lake"]
@@ -185,25 +186,22 @@ def _rows_since(path: Path, version: int) -> pa.Table:
     return pds.FileSystemDataset(new, current.schema, current.format, current.filesystem).to_table()
 
 
-def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pd.DataFrame]:
+def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.Table]:
     delta = DeltaTable(str(path))
     version = delta.version()
     if since is None or since > version:  # never validated, or the table was recreated
-        return version, "whole table", delta.to_pyarrow_table().to_pandas()
+        return version, "whole table", delta.to_pyarrow_table()
     if table.mode == "merge":
         # A merge rewrites rows in place: the only sound check of a key is the whole table.
-        return version, "whole table (merged)", delta.to_pyarrow_table().to_pandas()
+        return version, "whole table (merged)", delta.to_pyarrow_table()
     if since == version:
-        return (
-            version,
-            f"no rows added since version {since}",
-            pd.DataFrame(columns=table.column_names),
-        )
-    return version, f"rows added since version {since}", _rows_since(path, since).to_pandas()
+        return version, f"no rows added since version {since}", table.arrow_schema.empty_table()
+    return version, f"rows added since version {since}", _rows_since(path, since)
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    # Observed values can be NaN or infinite: the summary stays JSON (engine/values.py).
+    return json.loads(json.dumps(json_safe(value), default=str, allow_nan=False))
 
 
 def _load_state(path: Path) -> dict[str, int]:
@@ -226,7 +224,7 @@ def validate_lake(
     """Validate the named tables (default: every table with a suite) and write the reports."""
     present = lake_tables(lake)
     defs = load_tables()
-    suites = load_suites({n: t.column_names for n, t in defs.items()})
+    suites = load_suites({n: t.arrow_schema for n, t in defs.items()})
     for name in tables:
         if name not in suites:
             have = ", ".join(suites)
@@ -241,18 +239,18 @@ def validate_lake(
     now = now or dt.datetime.now(dt.UTC)
     validator = _Validator(report.report_dir / "data_docs")
     for name in (n for n in names if n in present):
-        version, scope, frame = _read(
+        version, scope, data = _read(
             defs[name], present[name], state.get(name) if since_last else None
         )
         outcomes = (
-            validator.validate(suites[name], suites[name].frame(frame, now)) if len(frame) else []
+            validator.validate(suites[name], suites[name].frame(data, now)) if len(data) else []
         )
         report.results.append(
             TableResult(
                 table=name,
                 version=version,
                 scope=scope,
-                rows=len(frame),
+                rows=len(data),
                 passed=all(o.success for o in outcomes),
                 expectations=outcomes,
             )
@@ -267,7 +265,7 @@ def validate_lake(
         "skipped": report.skipped,
         "tables": {r.table: _jsonable(asdict(r)) for r in report.results},
     }
-    report.summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    report.summary_path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     write_report_html(summary, report.report_dir, report.docs_index.parent)
     state_path.write_text(
         json.dumps({k: {"version": v} for k, v in sorted(state.items())}, indent=2) + "\n"

@@ -37,7 +37,7 @@ def _table_section(name: str, result: Mapping[str, Any], link: str | None) -> st
     rows = []
     for e in result["expectations"]:
         count = (
-            f"observed {e['observed_value']}"
+            f"observed {html.escape(str(e['observed_value']))}"
             if e["unexpected_count"] is None
             else f"{e['unexpected_count']:,} unexpected"
         )

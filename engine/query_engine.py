@@ -14,7 +14,9 @@ use and sqlglot leaves out or gets different from Spark:
 * `LATERAL VIEW [OUTER] explode(...)` becomes `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
   OUTER, keeping rows with an empty or NULL array as Spark does);
 * output columns without an alias get Spark-like names (`count(1)`, `sum(price)`, `hour(ts)`);
-* integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark.
+* integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
+* `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
+* hints are dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sqlglot import exp
 
 from engine.adhoc import LATEST, Snapshot, parse_query, read_tables
 from engine.errors import UserError
+from engine.query_functions import check_bare_names
 from engine.sqlgraph import SparkStreaming
 
 __all__ = ["connect", "run_duckdb", "to_duckdb_sql"]
@@ -131,6 +134,12 @@ def to_duckdb_sql(tree: exp.Query) -> str:
     outer = tree if isinstance(tree, exp.Select) else None
     if outer is not None:
         _name_outputs(outer)
+    for hint in list(tree.find_all(exp.Hint)):
+        hint.pop()  # Spark's planner hints (BROADCAST, REPARTITION, ...) mean nothing here
+    for day in list(tree.find_all(exp.DayOfWeek, exp.Extract)):
+        if isinstance(day, exp.Extract) and day.name.upper() not in ("DOW", "DAYOFWEEK"):
+            continue
+        day.replace(exp.Paren(this=exp.Add(this=day.copy(), expression=exp.Literal.number(1))))
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "window":
             call.replace(_window(call))
@@ -181,7 +190,9 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
     tree = parse_query(sql)
     duck_sql = to_duckdb_sql(tree)
-    con = connect(read_tables(tree, lake, snapshot))
+    tables = read_tables(tree, lake, snapshot)
+    check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
+    con = connect(tables)
     try:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
     except duckdb.Error as err:

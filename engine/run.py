@@ -21,6 +21,7 @@ from engine.batch_writer import MultiTableWriter
 from engine.build import Plan, as_user_error, build_views, stream_rows
 from engine.errors import KafkaUnavailable, UserError
 from engine.kafka_sink import SparkTopicSink, TopicSink, headers_column, java_client
+from engine.lake_guard import check_tables
 from engine.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
@@ -43,6 +44,8 @@ class RunOptions:
     #: Who writes the Delta tables: Spark (delta-spark, on the executors) or delta-rs (on the
     #: driver); None picks Spark when the session has Delta, else delta-rs.
     writer: Literal["spark", "delta-rs"] | None = None
+    #: Write tables that another checkpoint of the same query wrote (engine/lake_guard.py).
+    new_checkpoint: bool = False
 
     @property
     def checkpoint_root(self) -> Path:
@@ -116,6 +119,14 @@ def _writer(
         ]
     else:
         sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
+    checkpoint = opts.checkpoint_root / pipeline.name / spec.name
+    check_tables(
+        pipeline=pipeline.name,
+        query=spec.name,
+        checkpoint=checkpoint,
+        tables={s.table.name: s.path for s in sinks},
+        new_checkpoint=opts.new_checkpoint,
+    )
     for sink in sinks:
         sink.open()  # tables exist, with their schema, before the first batch
     # Topics go the way the source reads Kafka: Spark's connector or confluent-kafka.
@@ -125,7 +136,7 @@ def _writer(
         pipeline=pipeline.name,
         query=spec.name,
         sinks=sinks,
-        checkpoint=opts.checkpoint_root / pipeline.name / spec.name,
+        checkpoint=checkpoint,
         views=views,
     )
 

@@ -111,6 +111,7 @@ def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     for k, v in native.items():
         if v not in (None, "", "none"):
             reader = reader.option(k, v)
+    # CAST keeps the bytes as they are: a value that is not valid UTF-8 reaches the SQL intact.
     return reader.load().selectExpr(
         "CAST(key AS STRING) AS key",
         "CAST(value AS STRING) AS value",
@@ -131,11 +132,20 @@ def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> 
 
     KafkaOptions.parse(options)  # option errors now, in one line, not from a Spark worker
     spark.dataSource.register(KafkaSource)
+    # Key and value come as bytes; the cast keeps them as they are, valid UTF-8 or not.
     return (
         spark.readStream.format(KafkaSource.name())
         .options(**options)
         .load()
-        .selectExpr("*", _ORIGIN)
+        .selectExpr(
+            "CAST(key AS STRING) AS key",
+            "CAST(value AS STRING) AS value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            _ORIGIN,
+        )
     )
 
 

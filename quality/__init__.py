@@ -4,24 +4,43 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import yaml
 from great_expectations import expectations as gxe
 from great_expectations.expectations.expectation import Expectation
 from pydantic.v1 import ValidationError
 
 from engine.errors import UserError
+from engine.values import repair_text
 
-__all__ = ["DERIVED_KINDS", "SUITES_DIR", "Suite", "load_suite", "load_suites"]
+__all__ = [
+    "DERIVED_KINDS",
+    "FINITE_SUFFIX",
+    "SUITES_DIR",
+    "Suite",
+    "finite_rows",
+    "load_suite",
+    "load_suites",
+]
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 
 _COLUMN_ARGS = ("column", "column_A", "column_B")
+
+# Every column that holds floating-point numbers (DOUBLE, FLOAT, also inside arrays and
+# structs) gets a helper column `<column>_is_finite` and an expectation that it is true: NaN
+# and ±Infinity fail the suite, naming the column. pandas reads NaN as missing, so the helper
+# is computed from the Arrow data, where NULL and NaN differ (NULL counts as finite here; the
+# suite's not-null checks are separate).
+FINITE_SUFFIX = "_is_finite"
 
 
 def _size_of(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
@@ -94,18 +113,58 @@ class Derived:
         return [a.split(".", 1)[0] for a in args]
 
 
+def _has_floats(kind: pa.DataType) -> bool:
+    if pa.types.is_floating(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_floats(f.type) for f in kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _has_floats(kind.value_type)
+    return False  # tables/ has no maps
+
+
+def _bad_rows(array: pa.Array) -> np.ndarray:
+    """Per row: does it hold a NaN or an infinity (at any depth)?"""
+    kind = array.type
+    if pa.types.is_floating(kind):
+        return ~pc.fill_null(pc.is_finite(array), True).to_numpy(zero_copy_only=False)
+    bad = np.zeros(len(array), dtype=bool)
+    if pa.types.is_struct(kind):
+        for i, f in enumerate(kind):
+            if _has_floats(f.type):
+                bad |= _bad_rows(pc.struct_field(array, [i]))
+        return bad
+    # A list: a row is bad when one of its items is.
+    items = array.flatten()
+    parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+    bad[parents[_bad_rows(items)]] = True
+    return bad
+
+
+def finite_rows(column: pa.ChunkedArray) -> np.ndarray:
+    """Per row of a column holding floats: True unless it holds a NaN or an infinity."""
+    if column.num_chunks == 0:
+        return np.ones(0, dtype=bool)
+    return ~np.concatenate([_bad_rows(c) for c in column.chunks])
+
+
 @dataclass(frozen=True)
 class Suite:
-    """One table's checks: derived columns, then GX expectations over the table and them."""
+    """One table's checks: derived columns, then GX expectations over the table and them;
+    `finite` are the columns that hold floats (checked for NaN and infinities)."""
 
     table: str
     path: Path
     derived: tuple[Derived, ...]
     expectations: tuple[Expectation, ...]
+    finite: tuple[str, ...] = ()
 
-    def frame(self, df: pd.DataFrame, now: dt.datetime) -> pd.DataFrame:
-        """The table's rows with the derived columns added, in declared order."""
-        out = df.copy()
+    def frame(self, data: pa.Table, now: dt.datetime) -> pd.DataFrame:
+        """The table's rows as pandas (text that is not UTF-8 with `\\xNN` escapes, see
+        engine/values.py), with the finiteness and derived columns added."""
+        out = repair_text(data).to_pandas()
+        for name in self.finite:
+            out[name + FINITE_SUFFIX] = finite_rows(data.column(name))
         for d in self.derived:
             out[d.name] = DERIVED_KINDS[d.kind](out, d.arg, now)
         return out
@@ -166,8 +225,9 @@ def _expectation(item: Any, columns: set[str], where: Path) -> Expectation:
         raise UserError(f"{where}: {name}: {first}") from None
 
 
-def load_suite(path: Path, table_columns: Collection[str]) -> Suite:
-    """Parse and check one suite file against the table's columns."""
+def load_suite(path: Path, schema: pa.Schema) -> Suite:
+    """Parse and check one suite file against the table's columns; every column holding
+    floats also gets its finiteness expectation."""
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
@@ -176,26 +236,35 @@ def load_suite(path: Path, table_columns: Collection[str]) -> Suite:
         raise UserError(f"{path}: expected keys table, derived, expectations")
     if raw.get("table") != path.stem:
         raise UserError(f"{path}: 'table' must be '{path.stem}', the file's name")
-    columns = set(table_columns)
+    finite = tuple(f.name for f in schema if _has_floats(f.type))
+    columns = set(schema.names)
+    taken = [n + FINITE_SUFFIX for n in finite if n + FINITE_SUFFIX in columns]
+    if taken:
+        raise UserError(f"{path}: column '{taken[0]}' clashes with a finiteness check's name")
+    columns |= {n + FINITE_SUFFIX for n in finite}
     derived = _derived(raw.get("derived") or {}, columns, path)
     items = raw.get("expectations") or []
     if not isinstance(items, list) or not items:
         raise UserError(f"{path}: 'expectations' must be a non-empty list")
+    checks = [_expectation(i, columns, path) for i in items]
+    checks += [
+        gxe.ExpectColumnValuesToBeInSet(column=n + FINITE_SUFFIX, value_set=[True]) for n in finite
+    ]
     return Suite(
         table=path.stem,
         path=path,
         derived=derived,
-        expectations=tuple(_expectation(i, columns, path) for i in items),
+        expectations=tuple(checks),
+        finite=finite,
     )
 
 
-def load_suites(
-    table_columns: Mapping[str, Collection[str]], folder: Path = SUITES_DIR
-) -> dict[str, Suite]:
-    """The suite of every table that has one, by table name."""
+def load_suites(schemas: Mapping[str, pa.Schema], folder: Path = SUITES_DIR) -> dict[str, Suite]:
+    """The suite of every table that has one, by table name (`schemas`: each table's Arrow
+    schema, `TableDef.arrow_schema`)."""
     suites: dict[str, Suite] = {}
     for path in sorted(folder.glob("*.yaml")):
-        if path.stem not in table_columns:
+        if path.stem not in schemas:
             raise UserError(f"{path}: no table '{path.stem}' in tables/")
-        suites[path.stem] = load_suite(path, table_columns[path.stem])
+        suites[path.stem] = load_suite(path, schemas[path.stem])
     return suites

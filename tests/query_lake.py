@@ -93,8 +93,26 @@ TAGS = pa.table(
 )
 
 
+# Stored values a tool must print without crashing: text that is not UTF-8 (bytes viewed as
+# a string column, as another writer could leave them), NaN and infinities, also nested.
+NAN, INF = float("nan"), float("inf")
+_TEXT = pa.array([b"ok", b"caf\xe9", None, b"\xff\xfeA", "Zürich".encode()], pa.binary())
+ODD = pa.table(
+    {
+        "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+        "text": _TEXT.view(pa.string()),
+        "price": pa.array([1.5, NAN, INF, -INF, None], pa.float64()),
+        "item": pa.StructArray.from_arrays(
+            [_TEXT.view(pa.string()), pa.array([0.5, INF, None, NAN, 2.0])], names=["k", "x"]
+        ),
+        "prices": pa.array([[1.0, NAN], [], None, [-INF], [2.5]], pa.list_(pa.float64())),
+    }
+)
+
+
 def build_lake(lake: Path) -> Path:
-    """events (append, 2 batches), carts (merge, 2 batches), tags (plain write_deltalake)."""
+    """events (append, 2 batches), carts (merge, 2 batches), tags and odd (plain
+    write_deltalake)."""
     events = DeltaSink(load_table(TABLES_DIR / "events.sql"), lake)
     events.write(EVENTS.slice(0, 4), BatchId("app-events", 0, "server_logs", "main"))
     events.write(EVENTS.slice(4), BatchId("app-events", 1, "server_logs", "main"))
@@ -107,4 +125,5 @@ def build_lake(lake: Path) -> Path:
         pa.Table.from_pylist(CARTS_V2, schema), BatchId("app-carts", 1, "server_logs", "carts")
     )
     write_deltalake(str(lake / "tags"), TAGS)
+    write_deltalake(str(lake / "odd"), ODD)
     return lake

@@ -3,14 +3,25 @@
 --
 -- The values are those of the line read as VARIANT (try_parse_json, try_variant_get). A
 -- regular line is read with from_json instead, which is cheaper and gives the very same values;
--- any other line is still read as VARIANT (see `checked` below).
+-- any other line is still read as VARIANT (see `checked` below). Neither may coerce: a field
+-- whose JSON type is not the format's is a reject reason (see `wrong_type`).
 CREATE OR REPLACE TEMP VIEW parsed_logs AS
-WITH lines AS (
+WITH texts AS (
+  -- Spark's text source keeps a line's bytes as they are. A line that is not valid UTF-8 is
+  -- not parsed (a parser would read replacement characters) and its raw text is the base64 of
+  -- its bytes, so the quarantine keeps it losslessly.
+  SELECT value, source_file, coalesce(is_valid_utf8(value), true) AS utf8
+  FROM raw_logs
+),
+lines AS (
   SELECT
-    value AS raw,
+    utf8,
+    -- base64 breaks its text into lines of 76 characters (spark.sql.chunkBase64String.enabled):
+    -- without the breaks raw is one plain base64 string, whatever that setting.
+    if(utf8, value, regexp_replace(base64(CAST(value AS BINARY)), '\\s', '')) AS raw,
     source_file,
     from_json(
-      value,
+      if(utf8, value, NULL),
       'CustomerId STRING, timestamp STRING, Source STRING,
        EventType STRUCT<
          AddToCart: STRUCT<ProductId: STRING, Price: DOUBLE>,
@@ -24,15 +35,16 @@ WITH lines AS (
         'allowSingleQuotes', 'false', 'allowNonNumericNumbers', 'false'
       )
     ) AS j
-  FROM raw_logs
+  FROM texts
 ),
 -- A line is regular when from_json reads it exactly as VARIANT does:
 -- * from_json read a JSON object without error, so each Price is a JSON number and each
 --   Quantity a JSON integer; and there is no \u escape (VARIANT rejects a lone surrogate such as
 --   \ud800, from_json does not);
--- * each text field was a JSON string. A number, object or array read into a STRING field is
---   written differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts the keys
---   of an object), and it always makes a whole line of the concat_ws below matching the pattern;
+-- * each text field was a JSON string. A number, boolean, object or array read into a STRING
+--   field is written differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts
+--   the keys of an object) or is the wrong type, and it always makes a whole line of the
+--   concat_ws below matching the pattern;
 -- * Price > 0 for AddToCart and ProductView: -0.0 is the double -0.0 for from_json, the decimal
 --   0 for VARIANT (a zero or negative Price is rare: such a line is just read as VARIANT);
 -- * one event type with all its fields, none NULL, and no other key anywhere: a key has one
@@ -41,6 +53,7 @@ WITH lines AS (
 --   which VARIANT rejects and from_json reads as its last value.
 checked AS (
   SELECT
+    utf8,
     raw,
     source_file,
     j,
@@ -51,7 +64,7 @@ checked AS (
         '\n', j.CustomerId, j.timestamp, j.Source,
         j.EventType.AddToCart.ProductId, j.EventType.ProductView.ProductId,
         j.EventType.Purchase.ProductId, j.EventType.Purchase.Price
-      ) RLIKE '(?m)^(-?[0-9][0-9.eE+-]*$|[\\[{"])'
+      ) RLIKE '(?m)^(-?[0-9][0-9.eE+-]*$|true$|false$|[\\[{"])'
       AND j.CustomerId IS NOT NULL AND j.timestamp IS NOT NULL AND j.Source IS NOT NULL
       AND size(split(raw, ':')) = size(split(j.timestamp, ':'))
           + 5 -- CustomerId, timestamp, EventType, Source, the event type
@@ -76,14 +89,113 @@ checked AS (
   FROM lines
 ),
 parsed AS (
-  SELECT *, CASE WHEN NOT regular THEN try_parse_json(raw) END AS doc
+  SELECT *, CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc
   FROM checked
+),
+-- Each field of a line read as VARIANT, with the JSON type the format gives it: STRING,
+-- NUMBER (an integer, decimal or double) or INTEGER. Purchase prices are strings ("12.5$").
+expected_types AS (
+  SELECT
+    *,
+    CASE WHEN doc IS NOT NULL THEN concat(
+      array(
+        named_struct(
+          'field', 'CustomerId', 'value', try_variant_get(doc, '$.CustomerId', 'variant'),
+          'expected', 'STRING'
+        ),
+        named_struct(
+          'field', 'timestamp', 'value', try_variant_get(doc, '$.timestamp', 'variant'),
+          'expected', 'STRING'
+        ),
+        named_struct(
+          'field', 'Source', 'value', try_variant_get(doc, '$.Source', 'variant'),
+          'expected', 'STRING'
+        ),
+        named_struct(
+          'field', 'ProductId',
+          'value', try_variant_get(doc, '$.EventType.AddToCart.ProductId', 'variant'),
+          'expected', 'STRING'
+        ),
+        named_struct(
+          'field', 'Price',
+          'value', try_variant_get(doc, '$.EventType.AddToCart.Price', 'variant'),
+          'expected', 'NUMBER'
+        ),
+        named_struct(
+          'field', 'ProductId',
+          'value', try_variant_get(doc, '$.EventType.ProductView.ProductId', 'variant'),
+          'expected', 'STRING'
+        ),
+        named_struct(
+          'field', 'Price',
+          'value', try_variant_get(doc, '$.EventType.ProductView.Price', 'variant'),
+          'expected', 'NUMBER'
+        )
+      ),
+      flatten(transform(
+        coalesce(
+          try_variant_get(doc, '$.EventType.Purchase', 'array<variant>'),
+          CAST(array() AS ARRAY<VARIANT>)
+        ),
+        p -> array(
+          named_struct(
+            'field', 'ProductId', 'value', try_variant_get(p, '$.ProductId', 'variant'),
+            'expected', 'STRING'
+          ),
+          named_struct(
+            'field', 'Price', 'value', try_variant_get(p, '$.Price', 'variant'),
+            'expected', 'STRING'
+          ),
+          named_struct(
+            'field', 'Quantity', 'value', try_variant_get(p, '$.Quantity', 'variant'),
+            'expected', 'INTEGER'
+          )
+        )
+      ))
+    ) END AS typed_fields
+  FROM parsed
+),
+-- The first field whose JSON type is not the expected one, e.g. an object as CustomerId (which
+-- VARIANT would read as its JSON text) or 1.5 as Quantity (read as 1). A JSON null or absent
+-- field is left to the missing-field checks; a regular line has the right types by
+-- construction. schema_of_variant names the type: an integer (BIGINT, or DECIMAL(n,0) past 18
+-- digits) is called INTEGER here; 1.5 is DECIMAL, 1e5 DOUBLE; then BOOLEAN, STRING, OBJECT, ARRAY.
+types_checked AS (
+  SELECT
+    *,
+    try_element_at(
+      transform(
+        filter(
+          transform(
+            typed_fields,
+            f -> named_struct(
+              'field', f.field,
+              'expected', f.expected,
+              'type', CASE
+                WHEN schema_of_variant(f.value) RLIKE '^(BIGINT|DECIMAL\\([0-9]+,0\\))$'
+                  THEN 'INTEGER'
+                ELSE regexp_extract(schema_of_variant(f.value), '^[A-Z]+', 0)
+              END
+            )
+          ),
+          f -> f.type != 'VOID' AND NOT (
+            f.type = f.expected
+            OR f.expected = 'NUMBER' AND f.type IN ('INTEGER', 'DECIMAL', 'DOUBLE')
+          )
+        ),
+        f -> concat('wrong type: ', f.field, ' is ', f.type, ', expected ', f.expected)
+      ),
+      1
+    ) AS wrong_type
+  FROM expected_types
 ),
 fields AS (
   SELECT
+    utf8,
     raw,
     source_file,
-    NOT regular AND doc IS NULL AS malformed,
+    utf8 AND NOT regular AND doc IS NULL AS malformed,
+    wrong_type,
     if(regular, j.CustomerId, try_variant_get(doc, '$.CustomerId', 'string')) AS customer_id,
     if(regular, j.timestamp, try_variant_get(doc, '$.timestamp', 'string')) AS timestamp_text,
     if(regular, j.Source, try_variant_get(doc, '$.Source', 'string')) AS source,
@@ -104,7 +216,7 @@ fields AS (
         doc, '$.EventType.Purchase', 'array<struct<ProductId string, Price string, Quantity int>>'
       )
     ) AS purchase
-  FROM parsed
+  FROM types_checked
 ),
 typed AS (
   SELECT
@@ -130,26 +242,52 @@ typed AS (
       )
     END AS items
   FROM fields
+),
+-- The reasons checked since the start come first, so a line keeps the reason it always had;
+-- later checks only catch lines that used to pass.
+judged AS (
+  SELECT
+    *,
+    CASE
+      WHEN NOT utf8 THEN 'invalid UTF-8 (raw is base64)'
+      WHEN trim(raw) = '' THEN 'empty line'
+      WHEN malformed THEN 'malformed JSON'
+      WHEN customer_id IS NULL OR trim(customer_id) = '' THEN 'missing CustomerId'
+      WHEN timestamp_text IS NULL THEN 'missing timestamp'
+      WHEN event_time IS NULL THEN concat('unparseable timestamp: ', timestamp_text)
+      WHEN event_type IS NULL THEN 'missing or unknown EventType'
+      WHEN size(items) = 0 THEN 'Purchase without items'
+      WHEN exists(items, i -> i.product_id IS NULL) THEN 'item without ProductId'
+      WHEN exists(items, i -> i.price IS NULL OR i.price < 0)
+        THEN 'missing, negative or unparseable Price'
+      WHEN exists(items, i -> i.quantity IS NULL OR i.quantity < 1)
+        THEN 'missing or non-positive Quantity'
+      WHEN wrong_type IS NOT NULL THEN wrong_type
+      -- The sane range of event times: from 2000-01-01 to one day after the batch's time (in a
+      -- micro-batch current_timestamp() is the batch's timestamp, kept in the offset log, so a
+      -- replay decides the same). These two literals are the setting. A year 2200 would move
+      -- the watermark so far that every later line is late; 9999 does not fit the handlers.
+      WHEN event_time < TIMESTAMP '2000-01-01 00:00:00'
+        OR event_time > current_timestamp() + INTERVAL 1 DAY
+        THEN concat('timestamp out of range: ', timestamp_text)
+      -- NaN, Infinity and numbers past the double range ("NaN$", "1e309$", 1e400), and an
+      -- amount that overflows to Infinity.
+      WHEN exists(items, i -> isnan(i.price) OR abs(i.price) = double('Infinity'))
+        THEN 'non-finite number: Price'
+      WHEN exists(items, i -> abs(i.price * i.quantity) = double('Infinity'))
+        THEN 'non-finite number: Price * Quantity'
+    END AS reject_reason
+  FROM typed
 )
 SELECT
   raw,
   source_file,
   customer_id,
-  event_time,
+  -- Only a usable line's time may reach the watermark of log_lines.
+  if(reject_reason IS NULL, event_time, NULL) AS event_time,
   event_type,
   items,
   source,
   coalesce(source = 'LoggedOut', false) AS logged_out,
-  CASE
-    WHEN trim(raw) = '' THEN 'empty line'
-    WHEN malformed THEN 'malformed JSON'
-    WHEN customer_id IS NULL OR trim(customer_id) = '' THEN 'missing CustomerId'
-    WHEN timestamp_text IS NULL THEN 'missing timestamp'
-    WHEN event_time IS NULL THEN concat('unparseable timestamp: ', timestamp_text)
-    WHEN event_type IS NULL THEN 'missing or unknown EventType'
-    WHEN size(items) = 0 THEN 'Purchase without items'
-    WHEN exists(items, i -> i.product_id IS NULL) THEN 'item without ProductId'
-    WHEN exists(items, i -> i.price IS NULL OR i.price < 0) THEN 'missing, negative or unparseable Price'
-    WHEN exists(items, i -> i.quantity IS NULL OR i.quantity < 1) THEN 'missing or non-positive Quantity'
-  END AS reject_reason
-FROM typed
+  reject_reason
+FROM judged

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.adhoc import Snapshot, print_rows, run_query
+from engine.adhoc import SUBSTITUTE, Snapshot, print_rows, run_query
+from engine.errors import UserError
 from engine.query_engine import run_duckdb
+from engine.query_functions import allowed_functions, refused_functions
+from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 
 pytestmark = pytest.mark.spark
@@ -84,6 +89,28 @@ QUERIES = [
     "SELECT concat_ws('/', customer_id, event_type) AS k, upper(source) AS s, "
     "length(customer_id) AS l FROM events",
     "SELECT customer_id FROM events UNION SELECT customer_id FROM carts",
+    # window functions
+    "SELECT customer_id, event_time, row_number() OVER w AS rn, lag(price) OVER w AS prev, "
+    "sum(price) OVER (PARTITION BY customer_id ORDER BY event_time ROWS BETWEEN UNBOUNDED "
+    "PRECEDING AND CURRENT ROW) AS running FROM events "
+    "WINDOW w AS (PARTITION BY customer_id ORDER BY event_time) ORDER BY customer_id, rn",
+    "SELECT customer_id, price, rank() OVER (ORDER BY price DESC) AS r, "
+    "dense_rank() OVER (ORDER BY price DESC) AS dr FROM events WHERE price IS NOT NULL "
+    "ORDER BY r, customer_id",
+    # more dates, lambdas, JSON, hints, variable references (plain text on both)
+    "SELECT dayofweek(event_date) AS dow, extract(DOW FROM event_date) AS dow2, "
+    "last_day(event_date) AS ld, event_time + INTERVAL 1 HOUR AS later FROM events",
+    "SELECT id, transform(tags, x -> upper(x)) AS up, filter(tags, x -> x <> 'a') AS f, "
+    "aggregate(tags, '', (acc, x) -> concat(acc, x)) AS agg FROM tags",
+    # (DuckDB's to_json keeps NULL fields, Spark's drops them: not compared)
+    "SELECT id, get_json_object(to_json(info), '$.k') AS k, "
+    "to_json(named_struct('id', id, 'n', coalesce(size(tags), 0))) AS j FROM tags",
+    "SELECT /*+ BROADCAST(c) */ e.customer_id, c.total_items FROM events e "
+    "JOIN carts c ON e.customer_id = c.customer_id",
+    "SELECT '${env:HOME}' AS h, '${system:user.name}' AS u, '${spark.app.name}' AS a",
+    # stored values that are not UTF-8, NaN, infinities (tests/query_lake.py)
+    "SELECT id, text, price, item, prices FROM odd",
+    "SELECT count(*) AS n, max(price) AS top, sum(price) AS total FROM odd WHERE id < 3",
 ]
 
 
@@ -109,3 +136,61 @@ def test_time_travel_on_both_engines(spark, lake):
     first = Snapshot(version=1)
     assert printed(run_duckdb(sql, lake, first)) == printed(run_query(spark, sql, lake, first))
     assert [r["customer_id"] for r in printed(run_duckdb(sql, lake, first))] == ["c1", "c2"]
+
+
+def test_spark_leaves_variable_references_as_text(spark, lake):
+    before = spark.conf.get(SUBSTITUTE)
+    sql = "SELECT '${env:HOME}' AS h, '${system:user.name}' AS u"
+    assert printed(run_query(spark, sql, lake)) == [
+        {"h": "${env:HOME}", "u": "${system:user.name}"}
+    ]
+    assert spark.conf.get(SUBSTITUTE) == before  # the shared session is left as it was
+
+
+def test_spark_refuses_escapes_before_running_them(spark, lake, tmp_path):
+    made = tmp_path / "made"
+    for sql in (
+        f"SELECT reflect('org.apache.hadoop.fs.FileUtil', 'symLink', '/etc/passwd', '{made}')",
+        "SELECT reflect('java.io.File', 'createTempFile', 'x', '.tmp')",
+        "SELECT java_method('java.lang.System', 'getenv', 'HOME')",
+        "SELECT current_user()",
+        "SELECT TRANSFORM(customer_id) USING 'touch made' AS (c) FROM events",
+    ):
+        with pytest.raises(UserError, match=r"^query: .*(not allowed|plain name)"):
+            run_query(spark, sql, lake)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_function_list_covers_spark(spark):
+    # engine/query_functions.txt classifies every Spark built-in: a new Spark version with new
+    # functions fails here until each is allowed or refused with a reason.
+    names = {r[0] for r in spark.sql("SHOW SYSTEM FUNCTIONS").collect()}
+    words = {n.lower() for n in names if n.replace("_", "a").isalnum()}
+    listed = set(allowed_functions()) | set(refused_functions())
+    assert words - listed == set()
+    assert listed - words <= {"identifier"}  # a clause, not a function Spark lists
+
+
+def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake):
+    sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
+    args = ["query", sql, "--lake", str(lake), "--engine", "spark", "--format", "json"]
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "runner.py"), *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"not JSON: {token}")
+
+    rows = json.loads(result.stdout, parse_constant=refuse)
+    assert [(r["text"], r["price"], r["h"]) for r in rows] == [
+        ("ok", 1.5, "${env:HOME}"),
+        ("caf\\xe9", "NaN", "${env:HOME}"),
+        (None, "Infinity", "${env:HOME}"),
+        ("\\xff\\xfeA", "-Infinity", "${env:HOME}"),
+        ("Zürich", None, "${env:HOME}"),
+    ]

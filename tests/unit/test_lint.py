@@ -84,7 +84,7 @@ CASES = [
         "sql/order_status/orders.sql",
         "timestamp AS arrival_time",
         "ts AS arrival_time",
-        "sql/order_status/orders.sql:6:33: error: unknown column 'ts' [unknown-column]",
+        "sql/order_status/orders.sql:19:6: error: unknown column 'ts' [unknown-column]",
         id="unknown-column-in-cte",
     ),
     pytest.param(

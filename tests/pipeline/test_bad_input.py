@@ -1,0 +1,529 @@
+"""Bad input through each pipeline's real parse SQL on Spark: a bad line goes to quarantine
+with its exact reason, a good one keeps its values.
+
+One table of (line, expected) per pipeline. The lines are written to a real file and read by
+Spark's text source, which keeps bytes that are not UTF-8, then parsed by the pipeline's own
+parse and quarantine views as a batch (no streaming run, to keep it fast). Every JSON object
+line is also parsed with an extra key in front, which makes it irregular: the from_json path
+and the VARIANT path must give the same answer. One test runs server_logs end to end, to show
+that no absurd time reaches the watermark or the handlers, and one reads a Kafka topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from engine.build import plan_pipeline
+from engine.pipeline import Registry
+from engine.run import RunOptions, run_pipeline
+from tests.conftest import PROJECT, produce, read_table
+
+OK = "usable"  # expected for a usable line whose values are not compared
+UTF8 = "invalid UTF-8 (raw is base64)"
+
+# pipeline: (raw view, parse view, the values of a usable row as SQL expressions)
+PARSE = {
+    "server_logs": (
+        "raw_logs",
+        "parsed_logs",
+        [
+            "customer_id",
+            "CAST(event_time AS STRING)",
+            "event_type",
+            "to_json(items)",
+            "source",
+        ],
+    ),
+    "user_activity": (
+        "raw_activity",
+        "activity_records",
+        [
+            "user",
+            "CAST(event_time AS STRING)",
+            "CAST(arrival_time AS STRING)",
+            "activity",
+            "device",
+            "model",
+            "reading_index",
+            "x",
+            "y",
+            "z",
+        ],
+    ),
+    "sensor_cep": (
+        "raw_readings",
+        "sensor_readings",
+        ["device_id", "sensor_freq", "CAST(event_time AS STRING)", "is_anomalous"],
+    ),
+    "order_status": ("raw_orders", "orders", ["order_id", "status"]),
+}
+
+
+def parse(
+    spark: SparkSession,
+    folder: Path,
+    pipeline: str,
+    lines: list[str | bytes],
+    *,
+    mtime: float | None = None,
+) -> tuple[list[Any], dict[str, str]]:
+    """Each line's result (its reject reason, or its values) and the quarantine's raw: reason."""
+    folder.mkdir(parents=True)
+    path = folder / "part-1.json"
+    path.write_bytes(b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines))
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    session = spark.newSession()  # the views stay out of the shared session
+    raw_view, parse_view, values = PARSE[pipeline]
+    # The columns engine/sources.py gives a folder of files, read once instead of streamed.
+    session.read.text(str(path)).selectExpr(
+        "value",
+        "_metadata.file_path AS source_file",
+        "_metadata.file_path AS origin",
+        "_metadata.file_modification_time AS timestamp",
+    ).createOrReplaceTempView(raw_view)
+    for view in (parse_view, "quarantine"):
+        session.sql((PROJECT / "sql" / pipeline / f"{view}.sql").read_text())
+    # One partition: the rows come in the file's order.
+    rows = session.table(parse_view).selectExpr("reject_reason", *values).collect()
+    assert len(rows) == len(lines)
+    assert not [r for r in rows if "\ufffd" in str(r)], "a replacement character got through"
+    results = [r[0] if r[0] is not None else tuple(r[1:]) for r in rows]
+    quarantine = {r.raw: r.reason for r in session.table("quarantine").collect()}
+    return results, quarantine
+
+
+def raw_text(line: str | bytes) -> str:
+    """What the quarantine keeps of a line: its text, or the base64 of its bytes."""
+    if isinstance(line, str):
+        return line
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return b64(line)
+
+
+def check_table(
+    spark,
+    tmp_path: Path,
+    pipeline: str,
+    cases: list[tuple[str | bytes, Any]],
+) -> None:
+    """Every case gives its expected reason or values, on both parse paths, and every rejected
+    line is in the quarantine with the same reason."""
+    lines, expected = [c[0] for c in cases], [c[1] for c in cases]
+    for line, want in cases:
+        if isinstance(line, str) and line.startswith('{"'):
+            lines.append('{"extra": 0, ' + line[1:])  # the same line, read as VARIANT
+            expected.append(want)
+    results, quarantine = parse(spark, tmp_path / pipeline, pipeline, lines)
+    # A usable line expected as OK matches whatever its values are.
+    got = [
+        OK if want == OK and not isinstance(r, str) else r
+        for r, want in zip(results, expected, strict=True)
+    ]
+    wrong = [(line, g, w) for line, g, w in zip(lines, got, expected, strict=True) if g != w]
+    assert wrong == []
+    rejected = {
+        raw_text(line): want
+        for line, want in zip(lines, expected, strict=True)
+        if isinstance(want, str) and want != OK
+    }
+    assert quarantine == rejected
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# ---- server_logs ---------------------------------------------------------------------------
+
+ADD = '{"AddToCart":{"ProductId":"116_PId","Price":1.0}}'
+
+
+def log(
+    ts: str = '"20:06:2019 0:46:1"',
+    cid: str = '"1028_CId"',
+    event: str = ADD,
+    source: str = '"www.filpkart.tablet.com"',
+) -> str:
+    """A server-log line; every argument is a JSON fragment."""
+    return f'{{"timestamp":{ts},"CustomerId":{cid},"EventType":{event},"Source":{source}}}'
+
+
+def buy(price: str = '"12.5$"', quantity: str = "2", product: str = '"200_PId"') -> str:
+    return f'{{"Purchase":[{{"ProductId":{product},"Price":{price},"Quantity":{quantity}}}]}}'
+
+
+def stamp(moment: datetime) -> str:
+    return f'"{moment.day}:{moment.month}:{moment.year} {moment.hour}:{moment.minute}:0"'
+
+
+def at(year: int) -> str:
+    return f'"20:06:{year:04d} 0:46:1"'
+
+
+NOW = datetime.now(UTC)
+ADDED = (
+    "1028_CId",
+    "2019-06-20 00:46:01",
+    "add_to_cart",
+    '[{"product_id":"116_PId","price":1.0,"quantity":1}]',
+    "www.filpkart.tablet.com",
+)
+BOUGHT = (
+    "1028_CId",
+    "2019-06-20 00:46:01",
+    "purchase",
+    '[{"product_id":"200_PId","price":12.5,"quantity":2}]',
+    "www.filpkart.tablet.com",
+)
+SERVER_LOGS: list[tuple[str | bytes, Any]] = [
+    (log(), ADDED),
+    (log(event=buy()), BOUGHT),
+    (log(source='"LoggedOut"'), (*ADDED[:4], "LoggedOut")),
+    # The reasons from the start.
+    ("", "empty line"),
+    ("   ", "empty line"),
+    ('{"timestamp":"20:06:2019 0:46:1","CustomerId"', "malformed JSON"),
+    ("GET /cart HTTP/1.1 502", "malformed JSON"),
+    ('{"a":1,"a":2}', "malformed JSON"),  # a duplicate key
+    ("{}", "missing CustomerId"),
+    (log(cid='" "'), "missing CustomerId"),
+    (log(cid="null"), "missing CustomerId"),
+    (log(ts="null"), "missing timestamp"),
+    (log(ts='"yesterday"'), "unparseable timestamp: yesterday"),
+    (log(ts='"31:6:2019 10:4:5"'), "unparseable timestamp: 31:6:2019 10:4:5"),
+    (log(event='{"Refund":{}}'), "missing or unknown EventType"),
+    (log(event='{"Purchase":[]}'), "Purchase without items"),
+    (log(event='{"AddToCart":{"Price":1.0}}'), "item without ProductId"),
+    (log(event=buy(price='"abc$"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"-1$"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"-Infinity$"')), "missing, negative or unparseable Price"),
+    (log(event=buy(quantity="0")), "missing or non-positive Quantity"),
+    (log(event=buy(quantity='"abc"')), "missing or non-positive Quantity"),
+    # Not UTF-8: kept as base64, not parsed.
+    (log(cid='"10\xff28_CId"').encode("latin-1"), UTF8),
+    (b"\xc3\x28", UTF8),  # a lead byte without its continuation
+    (b"\xc0\xaf", UTF8),  # an overlong '/'
+    (b"\xed\xa0\x80", UTF8),  # a surrogate
+    (b'{"CustomerId":"\xe2\x82"}', UTF8),  # cut inside a character
+    # Wrong JSON types: not coerced.
+    (log(cid='{"id":1}'), "wrong type: CustomerId is OBJECT, expected STRING"),
+    (log(cid='["1028_CId"]'), "wrong type: CustomerId is ARRAY, expected STRING"),
+    (log(cid="true"), "wrong type: CustomerId is BOOLEAN, expected STRING"),
+    (log(cid="1028"), "wrong type: CustomerId is INTEGER, expected STRING"),
+    (log(cid="10.5"), "wrong type: CustomerId is DECIMAL, expected STRING"),
+    (log(source="false"), "wrong type: Source is BOOLEAN, expected STRING"),
+    (log(source="1e3"), "wrong type: Source is DOUBLE, expected STRING"),
+    (
+        log(event='{"ProductView":{"ProductId":116,"Price":1.0}}'),
+        "wrong type: ProductId is INTEGER, expected STRING",
+    ),
+    (
+        log(event='{"AddToCart":{"ProductId":"116_PId","Price":"1.0"}}'),
+        "wrong type: Price is STRING, expected NUMBER",
+    ),
+    (
+        log(event='{"AddToCart":{"ProductId":"116_PId","Price":true}}'),
+        "wrong type: Price is BOOLEAN, expected NUMBER",
+    ),
+    (log(event=buy(quantity="1.5")), "wrong type: Quantity is DECIMAL, expected INTEGER"),
+    (log(event=buy(quantity='"2"')), "wrong type: Quantity is STRING, expected INTEGER"),
+    (log(event=buy(price="12.5")), "wrong type: Price is DECIMAL, expected STRING"),
+    (log(event=buy(product="true")), "wrong type: ProductId is BOOLEAN, expected STRING"),
+    # Times out of range, before any watermark sees them.
+    (log(ts=at(9999)), "timestamp out of range: 20:06:9999 0:46:1"),
+    (log(ts=at(2200)), "timestamp out of range: 20:06:2200 0:46:1"),
+    (log(ts=at(1)), "timestamp out of range: 20:06:0001 0:46:1"),
+    (log(ts=at(1969)), "timestamp out of range: 20:06:1969 0:46:1"),
+    (log(ts='"31:12:1999 23:59:59"'), "timestamp out of range: 31:12:1999 23:59:59"),
+    (log(ts='"1:1:2000 0:0:0"'), (*ADDED[:1], "2000-01-01 00:00:00", *ADDED[2:])),
+    (log(ts=stamp(NOW + timedelta(hours=1))), OK),
+    (
+        log(ts=stamp(NOW + timedelta(days=2))),
+        f"timestamp out of range: {stamp(NOW + timedelta(days=2))[1:-1]}",
+    ),
+    # Numbers that are not finite.
+    (log(event=buy(price='"NaN$"')), "non-finite number: Price"),
+    (log(event=buy(price='"Infinity$"')), "non-finite number: Price"),
+    (log(event=buy(price='"1e309$"')), "non-finite number: Price"),
+    (log(event=buy(price='"1e308$"')), "non-finite number: Price * Quantity"),
+    (
+        log(event=buy(price='"1e308$"', quantity="1")),
+        (*BOUGHT[:3], '[{"product_id":"200_PId","price":1.0E308,"quantity":1}]', BOUGHT[4]),
+    ),
+    (
+        log(event='{"AddToCart":{"ProductId":"116_PId","Price":1e400}}'),
+        "non-finite number: Price",
+    ),
+]
+
+
+def test_server_logs_bad_lines(spark, tmp_path):
+    check_table(spark, tmp_path, "server_logs", SERVER_LOGS)
+
+
+# ---- user_activity -------------------------------------------------------------------------
+
+CREATED = 1424686733000000000  # 2015-02-23 10:18:53 UTC
+
+
+def record(**fields: str) -> str:
+    """An activity record; every value is a JSON fragment, None leaves the field out."""
+    base = {
+        "Arrival_Time": "1424686733040",
+        "Creation_Time": str(CREATED),
+        "Device": '"nexus4_1"',
+        "Index": "1",
+        "Model": '"nexus4"',
+        "User": '"a"',
+        "gt": '"stand"',
+        "x": "0.01",
+        "y": "-0.02",
+        "z": "0.03",
+    }
+    base.update(fields)
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in base.items() if v is not None) + "}"
+
+
+def ns(year: int) -> str:
+    return str(int(datetime(year, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000)
+
+
+RECORD = (
+    "a",
+    "2015-02-23 10:18:53",
+    "2015-02-23 10:18:53.04",
+    "stand",
+    "nexus4_1",
+    "nexus4",
+    1,
+    0.01,
+    -0.02,
+    0.03,
+)
+USER_ACTIVITY: list[tuple[str | bytes, Any]] = [
+    (record(), RECORD),
+    (record(Arrival_Time=None), (*RECORD[:2], None, *RECORD[3:])),
+    # The reasons from the start.
+    ("garbage {", "malformed JSON"),
+    (record(User=None), "missing User"),
+    (record(User='""'), "missing User"),
+    (record(Creation_Time='"soon"'), "missing or non-numeric Creation_Time"),
+    (record(Creation_Time="1e30"), "missing or non-numeric Creation_Time"),
+    (record(gt=None), "missing gt (activity)"),
+    # Not UTF-8.
+    (record(User='"\xe9"').encode("latin-1"), UTF8),
+    # Wrong JSON types.
+    (record(User="true"), "wrong type: User is BOOLEAN, expected STRING"),
+    (record(User='{"name":"a"}'), "wrong type: User is OBJECT, expected STRING"),
+    (record(gt="[1]"), "wrong type: gt is ARRAY, expected STRING"),
+    (record(Device="7"), "wrong type: Device is INTEGER, expected STRING"),
+    (record(Creation_Time=f'"{CREATED}"'), "wrong type: Creation_Time is STRING, expected INTEGER"),
+    (
+        record(Creation_Time="1.4246867330000001E18"),
+        "wrong type: Creation_Time is DOUBLE, expected INTEGER",
+    ),
+    (
+        record(Arrival_Time="1424686733040.5"),
+        "wrong type: Arrival_Time is DECIMAL, expected INTEGER",
+    ),
+    (record(Index="1.5"), "wrong type: Index is DECIMAL, expected INTEGER"),
+    (record(x='"0.01"'), "wrong type: x is STRING, expected NUMBER"),
+    (record(z="false"), "wrong type: z is BOOLEAN, expected NUMBER"),
+    # Times out of range.
+    (record(Creation_Time=ns(2200)), f"Creation_Time out of range: {ns(2200)}"),
+    (record(Creation_Time=ns(1969)), f"Creation_Time out of range: {ns(1969)}"),
+    (
+        record(Creation_Time="-9223372036854775808"),
+        "Creation_Time out of range: -9223372036854775808",
+    ),
+    (record(Arrival_Time="1"), "Arrival_Time out of range: 1"),
+    (record(Arrival_Time="9223372036854775807"), "Arrival_Time out of range: 9223372036854775807"),
+    # Numbers that are not finite.
+    (record(x="1e400"), "non-finite number: x"),
+    (record(y="-1e400"), "non-finite number: y"),
+    (record(z="1" + "0" * 400), "non-finite number: z"),
+]
+
+
+def test_user_activity_bad_records(spark, tmp_path):
+    check_table(spark, tmp_path, "user_activity", USER_ACTIVITY)
+
+
+# ---- sensor_cep ----------------------------------------------------------------------------
+
+
+def reading(
+    device: str = "377412", freq: str = "44.49", time: str = '"2023-04-12 10:15:30.123"'
+) -> str:
+    return f'{{"device_id": {device}, "sensor_freq": {freq}, "event_time": {time}}}'
+
+
+READING = ("377412", 44.49, "2023-04-12 10:15:30.123", False)
+SENSOR_CEP: list[tuple[str | bytes, Any]] = [
+    (reading(), READING),
+    (reading(device='"377412"'), READING),
+    (reading(freq="-5"), ("377412", -5.0, READING[2], True)),
+    # The reasons from the start.
+    ('{"device_id": 1', "malformed JSON"),
+    (reading(device="null"), "missing device_id"),
+    (reading(freq="null"), "missing or non-numeric sensor_freq"),
+    (reading(freq='"fast"'), "missing or non-numeric sensor_freq"),
+    ('{"device_id": 377412, "sensor_freq": 44.49}', "missing event_time"),
+    (reading(time='"yesterday"'), "unparseable event_time: yesterday"),
+    # Not UTF-8.
+    (reading(device='"dev\xfc"').encode("latin-1"), UTF8),
+    # Wrong JSON types.
+    (reading(device="true"), "wrong type: device_id is BOOLEAN, expected STRING or INTEGER"),
+    (reading(device="3.5"), "wrong type: device_id is DECIMAL, expected STRING or INTEGER"),
+    (reading(device='{"id":1}'), "wrong type: device_id is OBJECT, expected STRING or INTEGER"),
+    (reading(freq='"44.49"'), "wrong type: sensor_freq is STRING, expected NUMBER"),
+    (reading(freq="true"), "wrong type: sensor_freq is BOOLEAN, expected NUMBER"),
+    # Times out of range.
+    (reading(time='"9999-12-31 23:59:59"'), "event_time out of range: 9999-12-31 23:59:59"),
+    (reading(time='"2200-01-01 00:00:00"'), "event_time out of range: 2200-01-01 00:00:00"),
+    (reading(time='"0001-01-01 00:00:00"'), "event_time out of range: 0001-01-01 00:00:00"),
+    (reading(time='"1969-12-31 23:59:59"'), "event_time out of range: 1969-12-31 23:59:59"),
+    # Numbers that are not finite.
+    (reading(freq="1e400"), "non-finite number: sensor_freq"),
+    (reading(freq="-1e400"), "non-finite number: sensor_freq"),
+]
+
+
+def test_sensor_cep_bad_readings(spark, tmp_path):
+    check_table(spark, tmp_path, "sensor_cep", SENSOR_CEP)
+
+
+# ---- order_status --------------------------------------------------------------------------
+
+ORDER_STATUS: list[tuple[str | bytes, Any]] = [
+    ('{"order_id": "o-00000001", "status": "PLACED"}', ("o-00000001", "PLACED")),
+    # The reasons from the start.
+    ("order_id,status", "malformed JSON"),
+    ('["o-00000001", "PLACED"]', "missing order_id"),
+    ('{"order_id": "o-00000001"}', "missing status"),
+    ('{"order_id": "o-00000001", "status": "SHIPPED"}', "unknown status: SHIPPED"),
+    ('{"order_id": "o-00000001", "status": 3}', "unknown status: 3"),
+    # Not UTF-8.
+    (b'{"order_id": "o-\xff", "status": "PLACED"}', UTF8),
+    # Wrong JSON types.
+    ('{"order_id": 17, "status": "PLACED"}', "wrong type: order_id is INTEGER, expected STRING"),
+    (
+        '{"order_id": {"n": 17}, "status": "PLACED"}',
+        "wrong type: order_id is OBJECT, expected STRING",
+    ),
+]
+
+
+def test_order_status_bad_lines(spark, tmp_path):
+    check_table(spark, tmp_path, "order_status", ORDER_STATUS)
+
+
+def test_order_arrival_time_out_of_range(spark, tmp_path):
+    # A file's lines arrive at its modification time; a Kafka producer may set any time.
+    line = '{"order_id": "o-00000001", "status": "PLACED"}'
+    results, quarantine = parse(
+        spark,
+        tmp_path / "old",
+        "order_status",
+        [line],
+        mtime=datetime(1999, 12, 31, tzinfo=UTC).timestamp(),
+    )
+    assert results == ["arrival_time out of range: 1999-12-31 00:00:00"]
+    assert quarantine == {line: results[0]}
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+
+def test_absurd_times_do_not_poison_the_watermark_or_reach_the_handlers(spark, tmp_path):
+    """Years 9999 and 2200 used to stop the run (a handler's Arrow cast) or move the watermark
+    past every later line; 0001 and 1969 were counted as late. Now all four are quarantined
+    and the valid line after them is an event, in a session."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    # One file per batch: the watermark the first batch leaves is the one the second applies.
+    batches = [
+        [log(), log(ts=at(9999)), log(ts=at(2200)), log(cid='"10\xff28_CId"').encode("latin-1")],
+        [
+            log(ts=at(1)),
+            log(ts=at(1969)),
+            log(ts='"20:06:2019 0:47:0"', event=buy(price='"NaN$"')),
+            log(ts='"20:06:2019 0:47:1"'),
+        ],
+    ]
+    for number, lines in enumerate(batches, start=1):
+        path = folder / f"part-{number}.json"
+        path.write_bytes(
+            b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines)
+        )
+        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+    pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    result = run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+
+    events = read_table(lake, "events")
+    assert [str(e["event_time"].replace(tzinfo=None)) for e in events] == [
+        "2019-06-20 00:46:01",
+        "2019-06-20 00:47:01",
+    ]
+    (session,) = read_table(lake, "sessions")
+    assert (session["customer_id"], session["total_events"]) == ("1028_CId", 2)
+    reasons = sorted((r["reason"], r["raw"]) for r in read_table(lake, "quarantine"))
+    assert reasons == sorted(
+        [
+            (UTF8, b64(log(cid='"10\xff28_CId"').encode("latin-1"))),
+            ("non-finite number: Price", log(ts='"20:06:2019 0:47:0"', event=buy(price='"NaN$"'))),
+            *(
+                (f"timestamp out of range: {at(y)[1:-1]}", log(ts=at(y)))
+                for y in (1, 1969, 2200, 9999)
+            ),
+        ]
+    )
+    totals = result.listener.totals["main"]
+    assert (totals.source_rows, totals.accepted, totals.duplicates, totals.late) == (8, 2, 0, 0)
+
+
+# ---- Kafka ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("connector", ["native", "python"])
+def test_kafka_values_that_are_not_utf8_keep_their_bytes(spark, broker, tmp_path, connector):
+    """Spark's connector casts the value's bytes to STRING as they are, and so does the Python
+    source: the parse SQL sees them, quarantines the record and keeps its bytes in base64."""
+    from engine.sources import open_source
+
+    bad = reading(device='"dev\xfc"').encode("latin-1")
+    produce(broker.servers, "sensor-readings", [reading(), bad])
+    pipeline = Registry().get("sensor_cep").with_settings({"source.connector": connector})
+    session = spark.newSession()
+    stream = open_source(session, pipeline.source, kafka={"bootstrap.servers": broker.servers})
+    stream.createOrReplaceTempView("raw_readings")
+    for view in ("sensor_readings", "quarantine"):
+        session.sql((PROJECT / "sql" / "sensor_cep" / f"{view}.sql").read_text())
+    name = f"parsed_{connector}"
+    query = (
+        session.table("sensor_readings")
+        .selectExpr("raw", "device_id", "reject_reason")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120)
+    finally:
+        query.stop()
+    rows = sorted(tuple(r) for r in session.table(name).collect())
+    assert rows == sorted([(reading(), "377412", None), (b64(bad), None, UTF8)])

@@ -1,0 +1,120 @@
+"""A lake whose tables disagree with the checkpoint is refused before any row moves: another
+checkpoint (a typo in --checkpoints), a damaged or rolled-back Delta log, a deleted table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.lake_guard import check_tables
+from tests.pipeline.test_cli import one_error_line, runner
+
+TABLES = ("events", "quarantine", "purchases", "sessions", "carts")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lake after one real run of server_logs over the bundled sample."""
+    lake = tmp_path_factory.mktemp("guard") / "lake"
+    run = runner("run", "server_logs", "--once", "--lake", str(lake))
+    assert run.returncode == 0, run.stderr
+    return lake
+
+
+@pytest.fixture
+def lake(finished: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "lake"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def check(lake: Path, checkpoint: Path | None = None, **options: bool) -> None:
+    check_tables(
+        pipeline="server_logs",
+        query="main",
+        checkpoint=checkpoint or lake / "_checkpoints" / "server_logs" / "main",
+        tables={t: lake / t for t in TABLES},
+        **options,
+    )
+
+
+def newest_commit(table: Path) -> Path:
+    return max((table / "_delta_log").glob("*.json"))
+
+
+def test_a_checkpoint_typo_is_refused_and_writes_nothing(finished: Path):
+    events = newest_commit(finished / "events")
+    rerun = runner(
+        "run", "server_logs", "--once", "--lake", str(finished),
+        "--checkpoints", str(finished / "_checkpoint"),
+    )  # fmt: skip
+    assert rerun.returncode == 2
+    line = one_error_line(rerun)
+    assert "table events: server_logs/main writes it from checkpoint" in line
+    assert str(finished / "_checkpoints" / "server_logs" / "main") in line
+    assert "--new-checkpoint" in line
+    assert newest_commit(finished / "events") == events
+    assert not (finished / "_checkpoint").exists()
+    # Asked for explicitly, another checkpoint may write the tables.
+    check(finished, finished / "_checkpoint" / "server_logs" / "main", new_checkpoint=True)
+
+
+def test_an_intact_lake_passes(lake: Path):
+    check(lake)
+    written = json.loads((lake / "_checkpoints/server_logs/main/lake_batches.json").read_text())
+    # The last batch that wrote rows to each table: the sample's last session times out in
+    # batch 1, the batch that only moves the watermark on.
+    assert written == {"events": 0, "quarantine": 0, "purchases": 0, "carts": 0, "sessions": 1}
+
+
+def truncate_half(table: Path) -> None:
+    commit = newest_commit(table)
+    commit.write_bytes(commit.read_bytes()[: commit.stat().st_size // 2])
+
+
+def drop_newest(table: Path) -> None:
+    newest_commit(table).unlink()
+
+
+def drop_newest_and_checksum(table: Path) -> None:
+    commit = newest_commit(table)
+    commit.with_suffix(".crc").unlink(missing_ok=True)
+    commit.unlink()
+
+
+def keep_first_line(table: Path) -> None:
+    commit = newest_commit(table)
+    commit.write_text(commit.read_text().splitlines(keepends=True)[0])
+
+
+def delete_table(table: Path) -> None:
+    shutil.rmtree(table)
+
+
+@pytest.mark.parametrize(
+    ("table", "damage", "message"),
+    [
+        ("events", truncate_half, "table events: Delta log is damaged: "),
+        ("sessions", drop_newest, "table sessions: Delta log is missing commit 2 (its checksum"),
+        (
+            "sessions",
+            drop_newest_and_checksum,
+            "table sessions: batch 1 of server_logs/main is committed",
+        ),
+        ("events", keep_first_line, "table events: Delta log is damaged: version 1 has 0 data"),
+        ("carts", delete_table, "table carts: missing from the lake"),
+    ],
+)
+def test_a_damaged_table_is_refused_with_its_name(
+    lake: Path, table: str, damage: Callable[[Path], None], message: str
+):
+    damage(lake / table)
+    with pytest.raises(UserError) as refused:
+        check(lake)
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
