@@ -25,10 +25,10 @@ import sqlglot
 from deltalake import DeltaTable
 from sqlglot import exp
 
-from engine.errors import UserError
+from engine.errors import UserError, first_line
 from engine.query_functions import check_bare_names, check_calls
 from engine.sqlgraph import SparkStreaming
-from engine.values import json_safe, repair_text
+from engine.values import json_safe, repair_text, replace_leaves
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,9 +79,8 @@ class Snapshot:
             if self.as_of is not None:
                 table.load_as_version(self.as_of)
         except Exception as err:  # delta-rs raises several types for a missing version
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             wanted = f"--version {self.version}" if self.as_of is None else "--as-of"
-            raise UserError(f"query: table '{name}' at {wanted}: {first}") from None
+            raise UserError(f"query: table '{name}' at {wanted}: {first_line(err)}") from None
         return table
 
 
@@ -233,26 +232,15 @@ def _cell(value: Any) -> str:
     return json.dumps(plain, allow_nan=False) if isinstance(plain, dict | list) else str(plain)
 
 
-def _times_as_text(kind: pa.DataType) -> pa.DataType:
-    """`kind` with its dates and times (at any depth) as strings."""
-    if pa.types.is_temporal(kind):
-        return pa.string()
-    if pa.types.is_struct(kind):
-        return pa.struct([f.with_type(_times_as_text(f.type)) for f in kind])
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        field = kind.value_field.with_type(_times_as_text(kind.value_type))
-        return pa.list_(field) if pa.types.is_list(kind) else pa.large_list(field)
-    if pa.types.is_map(kind):
-        return pa.map_(_times_as_text(kind.key_type), _times_as_text(kind.item_type))
-    return kind
-
-
 def _values(column: pa.ChunkedArray) -> list[Any]:
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):
         # A date or time past Python's year 9999 (Spark and DuckDB go further): Arrow's text.
-        return column.cast(_times_as_text(column.type)).to_pylist()
+        text = replace_leaves(
+            column.type, lambda t: pa.string() if pa.types.is_temporal(t) else None
+        )
+        return column.cast(text or column.type).to_pylist()
 
 
 def _rows(result: pa.Table) -> list[list[Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -12,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from engine.kafka_sink import TopicSink
-from engine.lake_guard import claim_table, record_batch
+from engine.lake_guard import claim_table, record_batch, writer_id
 from engine.sinks import BatchId, DeltaSink
 
 Sink = DeltaSink | TopicSink
@@ -53,8 +52,7 @@ class MultiTableWriter:
     @cached_property
     def app_id(self) -> str:
         """Delta transaction id: a new checkpoint is a new writer, so its batch 0 is written."""
-        query_id = json.loads((self.checkpoint / "metadata").read_text())["id"]
-        return f"{self.pipeline}.{self.query}.{query_id}"
+        return writer_id(self.pipeline, self.query, self.checkpoint)
 
     def _held(self, batch: BatchId) -> set[int]:
         """The sinks (by index) whose table already holds the batch: all tables when topics

@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.errors import UserError
+from engine.errors import UserError, first_line
 from engine.pipeline import Registry
 
 __all__ = ["main"]
@@ -334,6 +334,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         else:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first_line(err)
             print(f"error: {first} (run with --debug for details)", file=sys.stderr)
         return EXIT_FAILED

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["KafkaUnavailable", "UserError"]
+__all__ = ["KafkaUnavailable", "UserError", "first_line"]
 
 
 class UserError(Exception):
@@ -11,3 +11,9 @@ class UserError(Exception):
 
 class KafkaUnavailable(UserError):
     """The Kafka broker did not answer in time: transient, so a continuous run retries."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message, or its type's name when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -23,13 +23,14 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from engine.errors import UserError
+from engine.errors import UserError, first_line
 
 __all__ = [
     "check_tables",
     "checkpoint_id",
     "claim_table",
     "record_batch",
+    "writer_id",
 ]
 
 WRITERS_DIR = "_writers"
@@ -42,6 +43,11 @@ def checkpoint_id(checkpoint: Path) -> str | None:
     if not metadata.is_file():
         return None
     return json.loads(metadata.read_text())["id"]
+
+
+def writer_id(pipeline: str, query: str, checkpoint: Path) -> str:
+    """The Delta transaction id of a query's writes: a new checkpoint is a new writer."""
+    return f"{pipeline}.{query}.{checkpoint_id(checkpoint)}"
 
 
 def _last_committed(checkpoint: Path) -> int | None:
@@ -179,12 +185,11 @@ def check_tables(
         try:
             table = DeltaTable(str(path))
         except Exception as err:  # delta-rs raises several types for an unreadable log
-            line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"table {name}: Delta log does not read: {line}") from None
+            raise UserError(f"table {name}: Delta log does not read: {first_line(err)}") from None
         _check_files(name, path, table)
         if expected is None or current is None:
             continue
-        done = table.transaction_version(f"{pipeline}.{query}.{current}")
+        done = table.transaction_version(writer_id(pipeline, query, checkpoint))
         if done is None or done < expected:
             has = "none" if done is None else f"up to {done}"
             raise UserError(

@@ -32,7 +32,7 @@ import sqlglot
 from sqlglot import exp
 
 from engine.adhoc import LATEST, Snapshot, parse_query, read_tables
-from engine.errors import UserError
+from engine.errors import UserError, first_line
 from engine.query_functions import check_bare_names
 from engine.sqlgraph import SparkStreaming
 
@@ -196,7 +196,7 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     try:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
     except duckdb.Error as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise UserError(f"query: DuckDB: {first} ({SPARK_HINT})") from None
     finally:
         con.close()

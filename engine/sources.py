@@ -97,6 +97,19 @@ def _check_topic(options: Mapping[str, str]) -> None:
     check_topic(KafkaOptions.parse(options))
 
 
+# The view's columns with either connector. Both give key and value as bytes; the CAST keeps
+# the bytes as they are, so a value that is not valid UTF-8 reaches the SQL intact.
+_KAFKA_COLUMNS = (
+    "CAST(key AS STRING) AS key",
+    "CAST(value AS STRING) AS value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    _ORIGIN,
+)
+
+
 def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """Spark's connector: offsets in the checkpoint, the same view columns as the Python source."""
     _check_topic(options)
@@ -111,16 +124,7 @@ def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     for k, v in native.items():
         if v not in (None, "", "none"):
             reader = reader.option(k, v)
-    # CAST keeps the bytes as they are: a value that is not valid UTF-8 reaches the SQL intact.
-    return reader.load().selectExpr(
-        "CAST(key AS STRING) AS key",
-        "CAST(value AS STRING) AS value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        _ORIGIN,
-    )
+    return reader.load().selectExpr(*_KAFKA_COLUMNS)
 
 
 def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> DataFrame:
@@ -132,20 +136,11 @@ def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> 
 
     KafkaOptions.parse(options)  # option errors now, in one line, not from a Spark worker
     spark.dataSource.register(KafkaSource)
-    # Key and value come as bytes; the cast keeps them as they are, valid UTF-8 or not.
     return (
         spark.readStream.format(KafkaSource.name())
         .options(**options)
         .load()
-        .selectExpr(
-            "CAST(key AS STRING) AS key",
-            "CAST(value AS STRING) AS value",
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            _ORIGIN,
-        )
+        .selectExpr(*_KAFKA_COLUMNS)
     )
 
 

@@ -15,41 +15,52 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["NON_FINITE", "json_safe", "repair_text"]
+__all__ = ["NON_FINITE", "json_safe", "repair_text", "replace_leaves"]
 
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
-def _with_binary(kind: pa.DataType) -> pa.DataType | None:
-    """`kind` with every string type replaced by the binary type of the same layout; None
-    when it holds no strings."""
-    if pa.types.is_string(kind):
-        return pa.binary()
-    if pa.types.is_large_string(kind):
-        return pa.large_binary()
+def replace_leaves(
+    kind: pa.DataType, leaf: Callable[[pa.DataType], pa.DataType | None]
+) -> pa.DataType | None:
+    """`kind` with each type that `leaf` maps to another replaced, at any depth (structs,
+    lists, maps); None when `leaf` replaced nothing."""
+    own = leaf(kind)
+    if own is not None:
+        return own
     if pa.types.is_struct(kind):
         fields = [kind.field(i) for i in range(kind.num_fields)]
-        inner = [_with_binary(f.type) for f in fields]
+        inner = [replace_leaves(f.type, leaf) for f in fields]
         if all(t is None for t in inner):
             return None
         return pa.struct(
             [f.with_type(t) if t is not None else f for f, t in zip(fields, inner, strict=True)]
         )
     if pa.types.is_map(kind):
-        key, item = _with_binary(kind.key_type), _with_binary(kind.item_type)
+        key, item = replace_leaves(kind.key_type, leaf), replace_leaves(kind.item_type, leaf)
         if key is None and item is None:
             return None
         return pa.map_(key or kind.key_type, item or kind.item_type)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        inner = _with_binary(kind.value_type)
+        inner = replace_leaves(kind.value_type, leaf)
         if inner is None:
             return None
         field = kind.value_field.with_type(inner)
         return pa.list_(field) if pa.types.is_list(kind) else pa.large_list(field)
+    return None
+
+
+def _binary(kind: pa.DataType) -> pa.DataType | None:
+    """The binary type of a string type's layout."""
+    if pa.types.is_string(kind):
+        return pa.binary()
+    if pa.types.is_large_string(kind):
+        return pa.large_binary()
     return None
 
 
@@ -81,7 +92,7 @@ def repair_text(data: pa.Table) -> pa.Table:
     """The table with every text value that is not valid UTF-8 shown with its bad bytes as
     `\\xNN` escapes; valid text (and every other column) is returned as it is."""
     for i, field in enumerate(data.schema):
-        binary = _with_binary(field.type)
+        binary = replace_leaves(field.type, _binary)
         if binary is not None:
             data = data.set_column(i, field, _repaired(data.column(i), binary))
     return data
