@@ -52,7 +52,7 @@ def wait_for_worker(ui_port: int, process: subprocess.Popen, timeout_s: float = 
             with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
                 if json.load(r).get("aliveworkers", 0) >= 1:
                     return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or an empty page while starting
             pass
         time.sleep(0.5)
     raise AssertionError("the spark worker did not register with the master")

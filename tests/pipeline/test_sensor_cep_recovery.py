@@ -160,7 +160,9 @@ def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tm
             broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1), ANOMALY.format(d=2, s=2)]
         )
         anomalies = lambda: {r["device_id"] for r in read_table(lake, "sensor_anomalies")}  # noqa: E731
-        wait_until(lambda: (lake / "sensor_anomalies").exists() and anomalies() == {"1", "2"})
+        # The first commit file, not the folder: Spark creates the folder before its first commit.
+        first_commit = lake / "sensor_anomalies" / "_delta_log" / f"{0:020d}.json"
+        wait_until(lambda: first_commit.exists() and anomalies() == {"1", "2"})
 
         broker.stop()
         wait_until(lambda: "unreachable" in out.getvalue(), timeout_s=60)
