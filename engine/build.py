@@ -130,7 +130,7 @@ def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
                     f"--once: handler {name} uses processing-time timeouts, which only a "
                     "continuous run fires; run without --once or use event-time timeouts"
                 )
-    tables = load_tables()
+    tables = load_tables(pipeline.tables_dir)
     _check_sinks(pipeline, tables, set(order))
     queries = {q.name: plan_query(pipeline, q, steps, order) for q in pipeline.queries}
     return Plan(pipeline, steps, handlers, tables, tuple(order), queries)

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import UserError, first_line
 from engine.pipeline import Registry
+
+if TYPE_CHECKING:
+    from engine.build import Plan
+    from engine.deployment import Deployment
+    from engine.run import RunOptions
 
 __all__ = ["main"]
 
@@ -63,6 +69,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         lake=Path(args.lake).resolve(),
         checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
         new_checkpoint=args.new_checkpoint,
+        full_refresh=None if args.full_refresh is None else tuple(args.full_refresh),
         once=args.once,
         input_path=args.input,
     )
@@ -71,6 +78,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")
     plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    deployment = _deployment(plan, opts, spark_conf)
+    if args.dry_run:
+        print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
+        print("\n".join(deployment.lines()))
+        return EXIT_USAGE if deployment.refusals else 0
+    deployment.check()  # the run checks again, with the session's own settings
     spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
     result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
     result.report(sys.stdout)
@@ -81,6 +94,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
         report.print(sys.stdout)
         return 0 if report.passed else EXIT_FAILED
     return 0
+
+
+def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> Deployment:
+    """What the run would do to the lake and checkpoints, decided without Spark."""
+    from engine.deployment import plan_deployment
+    from engine.fingerprint import PINNED_CONF
+    from engine.spark_conf import DEFAULT_CONF
+
+    conf = {**DEFAULT_CONF, **spark_conf}
+    return plan_deployment(
+        plan,
+        lake=opts.lake,
+        checkpoint_root=opts.checkpoint_root,
+        conf={key: conf[key] for key in PINNED_CONF if key in conf},
+        new_checkpoint=opts.new_checkpoint,
+        full_refresh=opts.full_refresh,
+        input_path=opts.input_path,
+    )
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
@@ -238,6 +269,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write tables that another checkpoint wrote (the input is read again from its "
         "start: append tables get its rows again)",
+    )
+    run.add_argument(
+        "--full-refresh",
+        nargs="*",
+        metavar="TABLE",
+        help="rebuild these tables (default: all of the pipeline's) from the input with new "
+        "checkpoints; the old versions stay readable (query --version)",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what a run would do to the lake and checkpoints, without running; exit 2 "
+        "if it would refuse",
     )
     run.add_argument(
         "--conf",

@@ -65,6 +65,16 @@ def _writer_of(commit: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def _commit_time(table: Path, commit: Mapping[str, Any]) -> dt.datetime:
+    """When a version was committed, as `--as-of` compares it: the commit file's modification
+    time (what delta-rs and Delta's own time travel use), else the time the writer recorded."""
+    log_file = table / "_delta_log" / f"{commit['version']:020d}.json"
+    try:
+        return dt.datetime.fromtimestamp(int(log_file.stat().st_mtime * 1000) / 1000, tz=dt.UTC)
+    except FileNotFoundError:  # a log cleaned up after a Delta checkpoint
+        return dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC)
+
+
 def table_history(lake: Path, name: str) -> pa.Table:
     """The commits of one lake table, newest first, with the batch that wrote each."""
     tables = lake_tables(lake)
@@ -75,7 +85,7 @@ def table_history(lake: Path, name: str) -> pa.Table:
     rows = [
         {
             "version": c["version"],
-            "timestamp": dt.datetime.fromtimestamp(c["timestamp"] / 1000, tz=dt.UTC),
+            "timestamp": _commit_time(tables[name], c),
             "operation": c.get("operation"),
             "rows_written": rows_written(c.get("operation", ""), c.get("operationMetrics") or {}),
             "pipeline": w.get("pipeline"),

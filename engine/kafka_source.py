@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 
 from engine.errors import KafkaUnavailable, UserError
 
-__all__ = ["SCHEMA", "KafkaOptions", "KafkaSource", "check_topic", "split_limit"]
+__all__ = ["SCHEMA", "KafkaOptions", "KafkaSource", "check_topic", "log_starts", "split_limit"]
 
 SCHEMA = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
 _ARROW = pa.schema(
@@ -131,6 +131,26 @@ def check_topic(options: KafkaOptions) -> list[int]:
     reader = _Reader(options)
     try:
         return reader._partitions()
+    finally:
+        reader.stop()
+
+
+def log_starts(options: KafkaOptions) -> dict[int, int]:
+    """The first offset each partition of the topic still holds: 0 until retention deleted
+    messages from its start."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    reader = _Reader(options)
+    try:
+        consumer = reader._client()
+        starts = {}
+        for p in reader._partitions():
+            tp = TopicPartition(options.topic, p)
+            try:
+                starts[p] = consumer.get_watermark_offsets(tp, timeout=options.timeout_s)[0]
+            except KafkaException as err:
+                raise reader._unavailable(str(err.args[0])) from None
+        return starts
     finally:
         reader.stop()
 

@@ -29,7 +29,10 @@ __all__ = [
     "check_tables",
     "checkpoint_id",
     "claim_table",
+    "last_committed",
     "record_batch",
+    "release_table",
+    "write_json",
     "writer_id",
 ]
 
@@ -50,13 +53,15 @@ def writer_id(pipeline: str, query: str, checkpoint: Path) -> str:
     return f"{pipeline}.{query}.{checkpoint_id(checkpoint)}"
 
 
-def _last_committed(checkpoint: Path) -> int | None:
+def last_committed(checkpoint: Path) -> int | None:
+    """The newest batch Spark committed in the checkpoint; None before the first."""
     commits = checkpoint / "commits"
     done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
     return max(done, default=None)
 
 
-def _write_json(path: Path, data: object) -> None:
+def write_json(path: Path, data: object) -> None:
+    """Write a JSON file whole or not at all."""
     # Write then rename: a crash leaves the old file or the new one, never half of one.
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
@@ -73,7 +78,13 @@ def claim_table(table: Path, *, pipeline: str, query: str, checkpoint: Path) -> 
     owner = _owner_file(table, pipeline, query)
     wanted = {"checkpoint_id": checkpoint_id(checkpoint), "checkpoint": str(checkpoint)}
     if not owner.is_file() or json.loads(owner.read_text()) != wanted:
-        _write_json(owner, wanted)
+        write_json(owner, wanted)
+
+
+def release_table(table: Path, *, pipeline: str, query: str) -> None:
+    """Forget which checkpoint writes the table for this pipeline and query (its rows were
+    removed for a rebuild: the next checkpoint to write it claims it)."""
+    _owner_file(table, pipeline, query).unlink(missing_ok=True)
 
 
 def _written(checkpoint: Path) -> dict[str, int]:
@@ -86,7 +97,7 @@ def record_batch(checkpoint: Path, tables: Iterable[str], batch: int) -> None:
     written = _written(checkpoint)
     new = {**written, **{t: max(batch, written.get(t, batch)) for t in tables}}
     if new != written:
-        _write_json(checkpoint / BATCHES_FILE, new)
+        write_json(checkpoint / BATCHES_FILE, new)
 
 
 def _check_log(name: str, table: Path) -> None:
@@ -156,7 +167,7 @@ def check_tables(
     """Refuse (UserError) a start whose tables were written by another checkpoint, or that
     lack a batch the checkpoint says they got; `new_checkpoint` accepts another checkpoint."""
     current = checkpoint_id(checkpoint)
-    committed = _last_committed(checkpoint)
+    committed = last_committed(checkpoint)
     written = _written(checkpoint)
     where = f"{pipeline}/{query}"
     for name, path in tables.items():

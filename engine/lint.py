@@ -65,7 +65,7 @@ def source_columns(pipeline: Pipeline) -> list[str] | None:
     from engine.tables import load_tables
 
     try:
-        table = load_tables().get(str(src.table))
+        table = load_tables(pipeline.tables_dir).get(str(src.table))
     except UserError:
         return None
     if table is None:

@@ -87,6 +87,11 @@ class Pipeline:
     kafka: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def tables_dir(self) -> Path:
+        """The project's `tables/` folder, beside the pipeline's `pipelines/` folder."""
+        return self.path.parent.parent / "tables"
+
+    @property
     def tables(self) -> list[str]:
         """Names of the tables the pipeline writes, in query order."""
         return [t for q in self.queries for t in q.sinks]

@@ -54,6 +54,9 @@ class QueryPlan:
     query: QuerySpec
     outputs: tuple[StreamOutput, ...]
     batch_steps: tuple[str, ...]
+    #: The SQL steps and handlers of the streaming part, in order: what its checkpoint holds
+    #: state and watermarks for (engine/fingerprint.py).
+    streaming_steps: tuple[str, ...] = ()
 
     @property
     def targets(self) -> list[str]:
@@ -99,15 +102,18 @@ class _Graph:
             )
         return found.pop() if found else None
 
-    def stateful_above(self, view: str) -> set[str]:
-        """Every stateful step at or above `view`."""
+    def ancestors(self, view: str) -> set[str]:
+        """`view` and every view above it."""
         found, todo = set(), [view]
         while todo:
             name = todo.pop()
-            if self.stateful(name):
-                found.add(name)
+            found.add(name)
             todo.extend(self.parents(name))
         return found
+
+    def stateful_above(self, view: str) -> set[str]:
+        """Every stateful step at or above `view`."""
+        return {name for name in self.ancestors(view) if self.stateful(name)}
 
     def between(self, bound: set[str], target: str) -> list[str] | None:
         """The steps from the bound views down to `target`, when every path up from it
@@ -182,21 +188,26 @@ def plan_query(
     outputs = [
         replace(o, passthrough=o.handlers.input in read) if o.handlers else o for o in outputs
     ]
-    return QueryPlan(query, tuple(outputs), tuple(v for v in order if v in batch))
+    streaming = {a for o in outputs for top in _tops(o) for a in graph.ancestors(top)}
+    return QueryPlan(
+        query,
+        tuple(outputs),
+        tuple(v for v in order if v in batch),
+        tuple(v for v in order if v in streaming),
+    )
+
+
+def _tops(output: StreamOutput) -> tuple[str, ...]:
+    """The views at the bottom of an output's streaming part."""
+    if output.handlers is not None:
+        return output.handlers.names
+    return (output.view,) if output.view else ()
 
 
 def _deepest_common(graph: _Graph, targets: Sequence[str], order: Sequence[str]) -> str:
     """The latest view every stateless target reads from (the source at worst)."""
 
-    def above(view: str) -> set[str]:
-        seen, todo = set(), [view]
-        while todo:
-            name = todo.pop()
-            seen.add(name)
-            todo.extend(graph.parents(name))
-        return seen
-
-    common = set.intersection(*(above(t) for t in targets))
+    common = set.intersection(*(graph.ancestors(t) for t in targets))
     position = {v: i for i, v in enumerate(order)}
     return max(common, key=lambda v: position.get(v, -1))
 

@@ -19,9 +19,11 @@ from pyspark.sql.streaming import StreamingQuery
 from engine.batch_views import BatchViews
 from engine.batch_writer import MultiTableWriter
 from engine.build import Plan, as_user_error, build_views, stream_rows
+from engine.deployment import Deployment, plan_deployment, set_aside
 from engine.errors import KafkaUnavailable, UserError
+from engine.fingerprint import PINNED_CONF, write_fingerprint
 from engine.kafka_sink import SparkTopicSink, TopicSink, headers_column, java_client
-from engine.lake_guard import check_tables
+from engine.lake_guard import release_table
 from engine.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.progress import ProgressListener
 from engine.sinks import DeltaSink
@@ -30,6 +32,8 @@ from engine.spark_delta import SparkDeltaSink
 from engine.spark_session import default_writer
 
 __all__ = ["RunOptions", "RunResult", "run_pipeline"]
+
+Writer = Literal["spark", "delta-rs"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,11 @@ class RunOptions:
     quiet: bool = False
     #: Who writes the Delta tables: Spark (delta-spark, on the executors) or delta-rs (on the
     #: driver); None picks Spark when the session has Delta, else delta-rs.
-    writer: Literal["spark", "delta-rs"] | None = None
+    writer: Writer | None = None
     #: Write tables that another checkpoint of the same query wrote (engine/lake_guard.py).
     new_checkpoint: bool = False
+    #: Tables to rebuild from the input with new checkpoints (empty: all of the pipeline's).
+    full_refresh: tuple[str, ...] | None = None
 
     @property
     def checkpoint_root(self) -> Path:
@@ -98,45 +104,73 @@ def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[st
     return {"processingTime": trigger}
 
 
-def _writer(
-    spark: SparkSession,
-    plan: Plan,
-    spec: QuerySpec,
-    opts: RunOptions,
-    connector: Connector = "python",
-    *,
-    views: BatchViews,
-) -> MultiTableWriter:
-    pipeline, tables = plan.pipeline, plan.tables
+def _writer_kind(spark: SparkSession, opts: RunOptions) -> Writer:
     if opts.writer == "spark" and default_writer(spark) != "spark":
         raise UserError(
             "--conf lake.writer=spark: this Spark session has no Delta Lake "
             "(the delta-spark jar is not in .jars; `make` fetches it)"
         )
-    if (opts.writer or default_writer(spark)) == "spark":
-        sinks: list[DeltaSink | TopicSink] = [
-            SparkDeltaSink(tables[t], opts.lake, spark) for t in spec.sinks
-        ]
-    else:
-        sinks = [DeltaSink(tables[t], opts.lake) for t in spec.sinks]
-    checkpoint = opts.checkpoint_root / pipeline.name / spec.name
-    check_tables(
-        pipeline=pipeline.name,
-        query=spec.name,
-        checkpoint=checkpoint,
-        tables={s.table.name: s.path for s in sinks},
-        new_checkpoint=opts.new_checkpoint,
-    )
-    for sink in sinks:
-        sink.open()  # tables exist, with their schema, before the first batch
+    return opts.writer or default_writer(spark)
+
+
+def _table_sinks(
+    spark: SparkSession, plan: Plan, opts: RunOptions, kind: Writer
+) -> dict[str, DeltaSink]:
+    """One sink per table of the pipeline, written by Spark or by delta-rs."""
+    if kind == "spark":
+        return {t: SparkDeltaSink(plan.tables[t], opts.lake, spark) for t in plan.pipeline.tables}
+    return {t: DeltaSink(plan.tables[t], opts.lake) for t in plan.pipeline.tables}
+
+
+def _deploy(
+    deployment: Deployment, sinks: Mapping[str, DeltaSink], plan: Plan, out: TextIO
+) -> None:
+    """Carry out what the deployment decided, before any query starts: set aside the
+    checkpoints of rebuilt queries, then empty their tables, then create or evolve every
+    table, then keep each query's fingerprint beside its checkpoint."""
+    pipeline = plan.pipeline.name
+    rebuilt = [q for q in deployment.queries.values() if q.verb == "rebuild"]
+    for query in rebuilt:
+        # First: a crash after this leaves a new checkpoint that the lake guard refuses to
+        # resume on the old rows, never the old checkpoint resuming on emptied tables.
+        moved = set_aside(query.checkpoint)
+        if moved:
+            out.write(f"query {query.name}: checkpoint set aside as {moved}\n")
+    for action in deployment.tables.values():
+        if action.verb == "rebuild":
+            sink = sinks[action.name]
+            sink.rebuild(pipeline=pipeline if action.shared else None)
+            for query in rebuilt:
+                release_table(sink.path, pipeline=pipeline, query=query.name)
+            out.write(f"{action.line()}\n")
+    for action in deployment.tables.values():
+        sinks[action.name].prepare()
+        if action.verb == "evolve":
+            out.write(f"{action.line()}\n")
+    for query in deployment.queries.values():
+        write_fingerprint(query.checkpoint, query.fingerprint)
+
+
+def _writer(
+    plan: Plan,
+    spec: QuerySpec,
+    opts: RunOptions,
+    connector: Connector = "python",
+    *,
+    sinks: Mapping[str, DeltaSink],
+    views: BatchViews,
+) -> MultiTableWriter:
+    pipeline = plan.pipeline
     # Topics go the way the source reads Kafka: Spark's connector or confluent-kafka.
     topic_sink = SparkTopicSink if connector == "native" else TopicSink
-    sinks += [topic_sink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics]
     return MultiTableWriter(
         pipeline=pipeline.name,
         query=spec.name,
-        sinks=sinks,
-        checkpoint=checkpoint,
+        sinks=[
+            *(sinks[t] for t in spec.sinks),
+            *(topic_sink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics),
+        ],
+        checkpoint=opts.checkpoint_root / pipeline.name / spec.name,
         views=views,
     )
 
@@ -264,7 +298,20 @@ def run_pipeline(
         options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
         pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
         plan = replace(plan, pipeline=pipeline)
+    kind = _writer_kind(spark, opts)
+    deployment = plan_deployment(
+        plan,
+        lake=opts.lake,
+        checkpoint_root=opts.checkpoint_root,
+        conf={key: spark.conf.get(key) for key in PINNED_CONF},
+        new_checkpoint=opts.new_checkpoint,
+        full_refresh=opts.full_refresh,
+        input_path=opts.input_path,
+    )
+    deployment.check()  # before anything in the lake or the checkpoints changes
     build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
+    sinks = _table_sinks(spark, plan, opts, kind)
+    _deploy(deployment, sinks, plan, out)
     listener = ProgressListener(out, quiet=opts.quiet)
     # Each streaming output of a query is a branch that reads the source itself.
     listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
@@ -273,7 +320,9 @@ def run_pipeline(
     streams: dict[str, DataFrame] = {}
     for name, spec in specs.items():
         views = BatchViews(plan, plan.queries[name])
-        writer = result.writers[name] = _writer(spark, plan, spec, opts, connector, views=views)
+        writer = result.writers[name] = _writer(
+            plan, spec, opts, connector, sinks=sinks, views=views
+        )
         if not _is_direct(writer):
             streams[name], counts = stream_rows(spark, plan, plan.queries[name])
             result.handler_counts.update(counts)

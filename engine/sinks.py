@@ -6,8 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import (
+    CommitProperties,
+    DeltaTable,
+    Field,
+    Schema,
+    Transaction,
+    write_deltalake,
+)
 
+from engine.table_changes import TableChanges, lake_table_changes
 from engine.tables import TableDef
 
 __all__ = ["BatchId", "DeltaSink"]
@@ -56,6 +64,73 @@ class DeltaSink:
             partition_by=list(self.table.partition_by) or None,
             name=self.table.name,
             description=self.table.description or None,
+        )
+
+    def prepare(self) -> None:
+        """Before the first batch: create the table, or bring it to its DDL: add the columns
+        it gained, drop the NOT NULLs it lost, widen types (engine/table_changes.py; the run
+        refused anything else)."""
+        changes = lake_table_changes(self.table, self.path)
+        if changes is None:
+            self._create()
+            return
+        if changes.add or changes.relax:
+            self._alter(changes)
+        if changes.widen:
+            self._rewrite_wider()
+
+    def _create(self) -> None:
+        self.open()
+
+    def _alter(self, changes: TableChanges) -> None:
+        table = DeltaTable(str(self.path))
+        if changes.add:
+            # Schema.from_arrow gives each new column its Delta type; the DDL's comment goes
+            # along as Spark keeps it.
+            new = pa.schema([pa.field(c.name, c.type) for c in changes.add])
+            comments = {c.name: c.comment for c in changes.add}
+            fields = [
+                Field(f.name, f.type, nullable=True, metadata={"comment": comments[f.name]})
+                if comments[f.name]
+                else f
+                for f in Schema.from_arrow(new).fields
+            ]
+            table.alter.add_columns(fields)
+        for name in changes.relax:
+            table.alter.drop_column_not_null(name)
+
+    def _rewrite_wider(self) -> None:
+        """Rewrite every row with the DDL's wider types, batch by batch, in one overwrite
+        commit; not Delta's in-place type widening, which delta-rs cannot read."""
+        rows = DeltaTable(str(self.path)).to_pyarrow_dataset()
+        declared = self.table.arrow_schema
+        wider = pa.schema(
+            [declared.field(f.name) if f.name in declared.names else f for f in rows.schema]
+        )
+        batches = (batch.cast(wider) for batch in rows.to_batches())
+        self._overwrite(pa.RecordBatchReader.from_batches(wider, batches))
+
+    def rebuild(self, *, pipeline: str | None) -> None:
+        """Remove the table's rows, all of them (the table then has the DDL's schema) or one
+        pipeline's (its `pipeline` column), in a new version: the old versions stay readable
+        by time travel."""
+        if not DeltaTable.is_deltatable(str(self.path)):
+            return
+        if pipeline is not None:
+            quoted = pipeline.replace("'", "''")
+            DeltaTable(str(self.path)).delete(f"pipeline = '{quoted}'")
+            return
+        self._overwrite(self.table.arrow_schema.empty_table())
+
+    def _overwrite(self, rows: pa.Table | pa.RecordBatchReader) -> None:
+        # delta-rs keeps the NOT NULLs of the Arrow schema (a Spark DataFrame write would
+        # make every column nullable, and Delta cannot make them NOT NULL again).
+        write_deltalake(
+            str(self.path),
+            rows,
+            mode="overwrite",
+            schema_mode="overwrite",
+            partition_by=list(self.table.partition_by) or None,
         )
 
     def conform(self, data: pa.Table) -> pa.Table:

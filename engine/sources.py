@@ -20,7 +20,14 @@ from pyspark.sql import DataFrame, SparkSession
 from engine.errors import UserError
 from engine.pipeline import PROJECT_DIR, SourceSpec
 
-__all__ = ["Connector", "delta_table_path", "has_kafka", "kafka_connector", "open_source"]
+__all__ = [
+    "Connector",
+    "delta_table_path",
+    "has_kafka",
+    "kafka_connector",
+    "kafka_options",
+    "open_source",
+]
 
 _ORIGIN = "concat_ws(':', topic, partition, offset) AS origin"
 
@@ -127,9 +134,15 @@ def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     return reader.load().selectExpr(*_KAFKA_COLUMNS)
 
 
-def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> DataFrame:
+def kafka_options(spec: SourceSpec, client: Mapping[str, str]) -> dict[str, str]:
+    """A kafka source's options with the pipeline's librdkafka settings as `kafka.<name>`."""
     options = {k: str(v) for k, v in spec.options.items() if k != "connector"}
     options.update({f"kafka.{k}": v for k, v in client.items()})
+    return options
+
+
+def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> DataFrame:
+    options = kafka_options(spec, client)
     if kafka_connector(spark, spec) == "native":
         return _native(spark, options)
     from engine.kafka_source import KafkaOptions, KafkaSource

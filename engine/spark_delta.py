@@ -19,9 +19,10 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from engine.sinks import BatchId, DeltaSink
+from engine.table_changes import TableChanges
 from engine.tables import TableDef
 
-__all__ = ["SparkDeltaSink", "create_table_sql"]
+__all__ = ["SparkDeltaSink", "alter_table_sql", "create_table_sql"]
 
 # Session settings Delta reads for an idempotent MERGE and for its commit info. Streaming
 # queries run in sessions of their own (clones), so setting them there touches no other query.
@@ -30,16 +31,41 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def create_table_sql(table: TableDef, path: Path) -> str:
-    """The table's DDL file as `CREATE TABLE IF NOT EXISTS delta.`path` ...`."""
+def _path_table(path: Path) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
+
+
+def _ddl(table: TableDef) -> exp.Create:
     tree = sqlglot.parse_one(table.path.read_text(), read="spark")
     assert isinstance(tree, exp.Create)
-    target = exp.Table(
-        this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta")
-    )
-    tree.this.set("this", target)
+    return tree
+
+
+def create_table_sql(table: TableDef, path: Path) -> str:
+    """The table's DDL file as `CREATE TABLE IF NOT EXISTS delta.`path` ...`."""
+    tree = _ddl(table)
+    tree.this.set("this", _path_table(path))
     tree.set("exists", True)
     return tree.sql(dialect="spark")
+
+
+def alter_table_sql(table: TableDef, path: Path, changes: TableChanges) -> list[str]:
+    """The ALTER TABLE statements that add the DDL's new columns (with their comments) and
+    drop the NOT NULLs it dropped; one action per statement, as Spark takes them."""
+    columns = {c.name: c for c in _ddl(table).this.expressions if isinstance(c, exp.ColumnDef)}
+    actions: list[exp.Expression] = []
+    if changes.add:
+        actions.append(exp.Schema(expressions=[columns[c.name].copy() for c in changes.add]))
+    actions += [
+        exp.AlterColumn(this=exp.to_identifier(name), drop=True, allow_null=True)
+        for name in changes.relax
+    ]
+    return [_alter(path, action) for action in actions]
+
+
+def _alter(path: Path, action: exp.Expression) -> str:
+    """`ALTER TABLE delta.`path` <action>`: Spark takes one action per statement."""
+    return exp.Alter(this=_path_table(path), kind="TABLE", actions=[action]).sql(dialect="spark")
 
 
 def _metadata(batch: BatchId) -> str:
@@ -57,9 +83,24 @@ class SparkDeltaSink(DeltaSink):
         super().__init__(table, lake)
         self.spark = spark
 
-    def open(self) -> None:  # type: ignore[override]
-        """Create the table from its DDL if it is missing (a delta-rs table is kept as is)."""
+    def _create(self) -> None:
+        # From the DDL file itself: comments and TBLPROPERTIES too (delta-rs takes neither).
         self.spark.sql(create_table_sql(self.table, self.path))
+
+    def _alter(self, changes: TableChanges) -> None:
+        for statement in alter_table_sql(self.table, self.path, changes):
+            self.spark.sql(statement)
+
+    def rebuild(self, *, pipeline: str | None) -> None:
+        """As DeltaSink's; one pipeline's rows are deleted by Spark, on the executors (emptying
+        a whole table moves no rows, and delta-rs keeps its NOT NULLs)."""
+        if pipeline is None or not (self.path / "_delta_log").is_dir():
+            super().rebuild(pipeline=pipeline)
+            return
+        from delta.tables import DeltaTable
+
+        rows = DeltaTable.forPath(self.spark, str(self.path))
+        rows.delete(F.col("pipeline") == F.lit(pipeline))
 
     def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
         """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""

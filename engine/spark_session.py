@@ -15,35 +15,9 @@ from pyspark.sql import SparkSession
 
 from engine.cluster import check_reachable, executor_conf, ship_project
 from engine.jars import DELTA_CATALOG, find_packages
+from engine.spark_conf import DEFAULT_CONF
 
-__all__ = ["DEFAULT_CONF", "default_writer", "get_spark", "has_delta"]
-
-# Small, single-machine defaults; every key can be overridden with --conf spark.x=y.
-DEFAULT_CONF: Mapping[str, str] = {
-    "spark.master": "local[2]",
-    "spark.app.name": "streamlake",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
-    "spark.sql.streaming.stateStore.providerClass": (
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    ),
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    # With this on (Spark's default), late rows are judged against the previous batch's
-    # watermark, which a restarted query does not restore the same way: a replayed batch then
-    # keeps or drops different rows. Off, every operator uses the batch's own watermark, read
-    # from the offset log, so a replay is exact (docs/decisions.md).
-    "spark.sql.streaming.statefulOperator.allowMultiple": "false",
-    "spark.scheduler.mode": "FAIR",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # Delta rebuilds a table's snapshot from its log with 50 partitions by default: on small
-    # lakes that is 50 tasks of nothing per commit (measured: a MERGE 3.5 s instead of 9 s).
-    "spark.databricks.delta.snapshotPartitions": "1",
-}
+__all__ = ["default_writer", "get_spark", "has_delta"]
 
 
 @contextmanager

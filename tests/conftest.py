@@ -81,3 +81,20 @@ def staged(scenario: Path, dest: Path) -> Path:
         shutil.copy(source, target)
         os.utime(target, (1_700_000_000 + number, 1_700_000_000 + number))
     return dest
+
+
+def copy_project(dest: Path) -> Path:
+    """A copy of the project's definitions (pipelines/, sql/, tables/) to edit in a test;
+    `Registry(<copy>/pipelines)` reads it."""
+    import shutil
+
+    for folder in ("pipelines", "sql", "tables"):
+        shutil.copytree(PROJECT / folder, dest / folder)
+    return dest
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace text that must be in the file once."""
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} not once in {path}"
+    path.write_text(text.replace(old, new))

@@ -10,19 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from engine.build import plan_pipeline
 from engine.errors import UserError
 from engine.lake_guard import check_tables
+from engine.pipeline import Registry
+from engine.run import RunOptions, run_pipeline
 from tests.pipeline.test_cli import one_error_line, runner
 
 TABLES = ("events", "quarantine", "purchases", "sessions", "carts")
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def finished(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A lake after one real run of server_logs over the bundled sample."""
     lake = tmp_path_factory.mktemp("guard") / "lake"
-    run = runner("run", "server_logs", "--once", "--lake", str(lake))
-    assert run.returncode == 0, run.stderr
+    plan = plan_pipeline(Registry().get("server_logs"), once=True)
+    run_pipeline(spark, plan, RunOptions(lake=lake, once=True, quiet=True))
     return lake
 
 

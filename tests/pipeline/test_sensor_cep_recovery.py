@@ -49,7 +49,7 @@ def runner_command(lake: Path, servers: str) -> list[str]:
         "--conf",
         f"kafka.bootstrap.servers={servers}",
         "--conf",
-        "source.maxRecordsPerBatch=800",
+        "source.maxRecordsPerBatch=1000",
         "--conf",
         "source.connector=python",
     ]
@@ -57,7 +57,7 @@ def runner_command(lake: Path, servers: str) -> list[str]:
 
 def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, broker, tmp_path):
     summary = generate_sensor_cep(
-        f"kafka://{broker.servers}/sensor-readings", events=4000, seed=3, faults=True
+        f"kafka://{broker.servers}/sensor-readings", events=3000, seed=3, faults=True
     )
     assert summary.late and summary.duplicates and summary.anomalies
     reference = tmp_path / "reference"
@@ -67,7 +67,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         .with_settings(
             {
                 "kafka.bootstrap.servers": broker.servers,
-                "source.maxRecordsPerBatch": "800",
+                "source.maxRecordsPerBatch": "1000",
                 "source.connector": "python",
             }
         )
@@ -81,7 +81,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
     # The same input on a second broker, read by a run that is killed, then restarted.
     with Broker().start(TOPICS) as other:
         generate_sensor_cep(
-            f"kafka://{other.servers}/sensor-readings", events=4000, seed=3, faults=True
+            f"kafka://{other.servers}/sensor-readings", events=3000, seed=3, faults=True
         )
         lake = tmp_path / "lake"
         command = runner_command(lake, other.servers)
@@ -91,7 +91,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # the kill takes the JVM and Python workers down too
         )
-        # Kill right after the main query commits its second batch (of six).
+        # Kill right after the main query commits its second batch (of four).
         commits = lake / "_checkpoints" / "sensor_cep" / "main" / "commits"
         deadline = time.monotonic() + 300
         while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
@@ -99,7 +99,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert len(list(commits.iterdir())) < 5, "the kill must land mid-stream"
+        assert len(list(commits.iterdir())) < 4, "the kill must land mid-stream"
 
         restart = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert restart.returncode == 0, restart.stderr

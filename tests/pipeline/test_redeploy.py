@@ -1,0 +1,257 @@
+"""Changing the SQL of a pipeline that has a lake: additive changes reach the tables on both
+writers, changes Spark cannot resume from are named before anything runs, `--full-refresh`
+rebuilds from the input, and `--dry-run` says what a run would do."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from engine.build import plan_pipeline
+from engine.errors import UserError
+from engine.pipeline import Registry
+from engine.run import RunOptions, run_pipeline
+from tests.conftest import PROJECT, copy_project, edit, read_table, staged
+from tests.pipeline.test_cli import one_error_line, runner
+
+SCENARIO = PROJECT / "tests" / "data" / "server_logs_scenario"
+TABLES = ("events", "quarantine", "purchases", "sessions", "carts")
+CHECKPOINT = Path("_checkpoints") / "server_logs" / "main"
+# What the in-process runs use (tests/conftest.py); a CLI run must say the same.
+SHUFFLE = ("--conf", "spark.sql.shuffle.partitions=2")
+
+
+def run(spark, project: Path, lake: Path, folder: Path, **options) -> None:
+    pipeline = Registry(project / "pipelines").get("server_logs")
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True, **options)
+    run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+
+
+def dry_run(project: Path, lake: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return runner(
+        "--pipelines", str(project / "pipelines"), "run", "server_logs", "--dry-run",
+        "--lake", str(lake), "--input", str(folder), *SHUFFLE, *args,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, tmp_path_factory) -> Path:
+    """A folder with `in/` (the scenario's first file) and the `lake` of a run over it, from
+    the project as it is; `all/` holds every file of the scenario."""
+    root = tmp_path_factory.mktemp("first")
+    staged(SCENARIO, root / "all")
+    (root / "in").mkdir()
+    shutil.copy(root / "all" / "part-1.json", root / "in")
+    run(spark, PROJECT, root / "lake", root / "in")
+    return root
+
+
+@pytest.fixture
+def workspace(first_run: Path, tmp_path: Path) -> Path:
+    """A copy of the first run's folder, with a copy of the project's definitions in
+    `project/`."""
+    shutil.copytree(first_run, tmp_path / "ws")
+    copy_project(tmp_path / "ws" / "project")
+    return tmp_path / "ws"
+
+
+def add_event_kind_and_widen_quantity(project: Path) -> None:
+    edit(
+        project / "sql" / "server_logs" / "events.sql",
+        "  to_date(event_time) AS event_date",
+        "  to_date(event_time) AS event_date,\n  upper(event_type) AS event_kind",
+    )
+    ddl = project / "tables" / "events.sql"
+    edit(
+        ddl,
+        "the partition column'\n",
+        "the partition column',\n  event_kind STRING COMMENT 'event_type in capitals'\n",
+    )
+    edit(ddl, "  quantity INT COMMENT", "  quantity BIGINT COMMENT")
+
+
+# The lake was written by Spark; each writer evolves it its own way (Spark SQL's ALTER TABLE,
+# delta-rs' alter API).
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_a_new_column_and_a_wider_type_reach_the_table(spark, workspace: Path, writer: str):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    before = read_table(lake, "events")
+    add_event_kind_and_widen_quantity(project)
+    plan = dry_run(project, lake, folder, "--conf", f"lake.writer={writer}")
+    assert plan.returncode == 0, plan.stderr
+    evolve = "table events: evolve (add column event_kind STRING; widen quantity INT -> BIGINT)"
+    assert evolve in plan.stdout.splitlines()
+    assert "table sessions: keep" in plan.stdout.splitlines()
+    assert f"query main: resume at batch 2 (checkpoint {lake / CHECKPOINT})" in plan.stdout
+
+    shutil.copy(workspace / "all" / "part-2.json", folder)
+    run(spark, project, lake, folder, writer=writer)
+    events = DeltaTable(str(lake / "events"))
+    types = {f.name: str(f.type) for f in events.schema().fields}
+    assert types["quantity"] == 'PrimitiveType("long")'
+    rows = read_table(lake, "events")
+    old = [r for r in rows if r["event_kind"] is None]
+    assert [{k: v for k, v in r.items() if k != "event_kind"} for r in old] == before
+    new = [r for r in rows if r["event_kind"] is not None]
+    assert new and all(r["event_kind"] == r["event_type"].upper() for r in new)
+    # The new column is a commit of its own in the table's history (Spark and delta-rs name
+    # the operation differently).
+    operations = [h["operation"] for h in events.history()]
+    assert {"ADD COLUMNS", "ADD COLUMN"} & set(operations)
+    # The lake still agrees with the checkpoint, which now has the new fingerprint.
+    again = dry_run(project, lake, folder, "--conf", f"lake.writer={writer}")
+    assert again.returncode == 0, again.stdout
+    assert "table events: keep" in again.stdout.splitlines()
+
+
+def rename_source(project: Path) -> None:
+    edit(project / "sql" / "server_logs" / "events.sql", "  source,\n", "  source AS site,\n")
+    edit(project / "tables" / "events.sql", "  source STRING", "  site STRING")
+
+
+def test_a_renamed_column_is_refused_then_rebuilt_by_full_refresh(spark, workspace: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    before = {t: read_table(lake, t, drop=("ingested_at",)) for t in TABLES}
+    version = DeltaTable(str(lake / "events")).version()
+    rename_source(project)
+    plan = dry_run(project, lake, folder)
+    assert plan.returncode == 2
+    refusal = (
+        f"table events: refused: {project / 'tables' / 'events.sql'}: column source is gone "
+        "(dropped or renamed), but the table has it; undo the change, or run with "
+        "--full-refresh to rebuild events of server_logs from the input"
+    )
+    assert refusal in plan.stdout.splitlines()
+    with pytest.raises(UserError, match="column source is gone"):
+        run(spark, project, lake, folder)
+    assert DeltaTable(str(lake / "events")).version() == version  # nothing was written
+
+    plan = dry_run(project, lake, folder, "--full-refresh", "events")
+    assert plan.returncode == 0, plan.stdout
+    assert "table events: rebuild all rows from the input (old versions stay readable)" in (
+        plan.stdout
+    )
+    assert "--full-refresh also rebuilds carts, purchases, quarantine, sessions" in plan.stdout
+    run(spark, project, lake, folder, full_refresh=("events",))
+    renamed = [
+        {("site" if k == "source" else k): v for k, v in r.items()} for r in before["events"]
+    ]
+    assert read_table(lake, "events") == sorted(
+        renamed, key=lambda r: [str(r[k]) for k in sorted(r)]
+    )
+    for table in TABLES[1:]:
+        assert read_table(lake, table, drop=("ingested_at",)) == before[table]
+    # The rows before the rebuild are still there, by time travel.
+    old = DeltaTable(str(lake / "events"), version=version).to_pyarrow_table()
+    assert "source" in old.column_names and old.num_rows == len(before["events"])
+    assert list(lake.glob("_checkpoints/server_logs/main.before-full-refresh-*"))
+
+
+def test_a_changed_dedup_key_is_refused_naming_the_file(workspace: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    log_lines = project / "sql" / "server_logs" / "log_lines.sql"
+    edit(
+        log_lines,
+        "SELECT DISTINCT customer_id, event_time, event_type, items, source, logged_out\n",
+        "SELECT customer_id, event_time, any_value(event_type) AS event_type,\n"
+        "  any_value(items) AS items, any_value(source) AS source,\n"
+        "  any_value(logged_out) AS logged_out\n",
+    )
+    edit(
+        log_lines,
+        "WHERE reject_reason IS NULL",
+        "WHERE reject_reason IS NULL\nGROUP BY customer_id, event_time",
+    )
+    commits = sorted((lake / CHECKPOINT / "commits").iterdir())
+    cli = runner(
+        "--pipelines", str(project / "pipelines"), "run", "server_logs", "--once",
+        "--lake", str(lake), "--input", str(folder), *SHUFFLE,
+    )  # fmt: skip
+    assert cli.returncode == 2
+    line = one_error_line(cli)
+    assert line.startswith(f"error: {log_lines}: deduplication key of log_lines changed (")
+    assert "-> customer_id, event_time)" in line and "--full-refresh" in line
+    assert sorted((lake / CHECKPOINT / "commits").iterdir()) == commits
+    plan = dry_run(project, lake, folder)
+    assert plan.returncode == 2
+    assert f"query main: refused: {log_lines}: deduplication key of log_lines" in plan.stdout
+
+
+def test_changed_shuffle_partitions_are_refused(workspace: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    plan = dry_run(project, lake, folder, "--conf", "spark.sql.shuffle.partitions=3")
+    assert plan.returncode == 2
+    assert (
+        f"query main: refused: --conf spark.sql.shuffle.partitions=3: checkpoint "
+        f"{lake / CHECKPOINT} was built with 2, which Spark keeps for its state"
+    ) in plan.stdout
+
+
+def test_an_unchanged_project_resumes(workspace: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    plan = dry_run(project, lake, folder)
+    assert plan.returncode == 0, plan.stdout
+    assert plan.stdout.splitlines()[1:] == [
+        *(f"table {t}: keep" for t in TABLES),
+        f"query main: resume at batch 2 (checkpoint {lake / CHECKPOINT})",
+    ]
+
+
+def test_full_refresh_is_refused_when_an_input_file_is_gone(workspace: Path, first_run: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    # The copied checkpoint lists the first run's files: point its file-source log at this
+    # copy's input, then lose a file of it.
+    log = lake / CHECKPOINT / "sources" / "0" / "0"
+    log.write_text(log.read_text().replace(str(first_run), str(workspace)))
+    (folder / "part-1.json").unlink()
+    plan = dry_run(project, lake, folder, "--full-refresh")
+    assert plan.returncode == 2
+    assert (
+        f"query main: refused: --full-refresh: input file {folder / 'part-1.json'} was read "
+        "before and is gone (1 gone in all); the tables were left as they are"
+    ) in plan.stdout
+
+
+def test_full_refresh_of_a_socket_is_refused(tmp_path: Path):
+    cli = runner("run", "order_status", "--full-refresh", "--lake", str(tmp_path / "lake"))
+    assert cli.returncode == 2
+    assert one_error_line(cli) == (
+        "error: --full-refresh: pipeline order_status reads a socket, which cannot send its "
+        "lines again; the tables were left as they are"
+    )
+
+
+def test_full_refresh_of_an_unknown_table_is_refused(tmp_path: Path):
+    cli = runner("run", "server_logs", "--full-refresh", "nope", "--lake", str(tmp_path))
+    assert cli.returncode == 2
+    assert one_error_line(cli) == (
+        "error: --full-refresh nope: not a table of pipeline server_logs (its tables: events, "
+        "quarantine, purchases, sessions, carts)"
+    )
+
+
+def test_full_refresh_is_refused_when_kafka_retention_dropped_the_start(broker, tmp_path: Path):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.conftest import produce
+
+    produce(broker.servers, "sensor-readings", ["a", "b", "c"])
+    admin = AdminClient({"bootstrap.servers": broker.servers})
+    # What retention does to old messages: the partition now starts at offset 2.
+    deleted = admin.delete_records([TopicPartition("sensor-readings", 0, 2)])
+    for future in deleted.values():
+        future.result(timeout=30)
+    plan = runner(
+        "run", "sensor_cep", "--dry-run", "--full-refresh", "--lake", str(tmp_path / "lake"),
+        "--conf", f"kafka.bootstrap.servers={broker.servers}",
+    )  # fmt: skip
+    assert plan.returncode == 2, plan.stderr
+    assert (
+        "refused: --full-refresh: kafka topic sensor-readings partition 0 starts at offset 2: "
+        "its retention no longer holds the start, so a replay would miss messages"
+    ) in plan.stdout

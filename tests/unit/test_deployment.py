@@ -1,0 +1,69 @@
+"""Planning a run against a lake without Spark: a new lake, and which queries a full refresh
+starts again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.build import plan_pipeline
+from engine.deployment import plan_deployment
+from engine.errors import UserError
+from engine.pipeline import Registry
+from tests.conftest import copy_project, edit
+
+
+def deployment(pipelines: Path, name: str, lake: Path, **options):
+    plan = plan_pipeline(Registry(pipelines).get(name))
+    return plan_deployment(
+        plan, lake=lake, checkpoint_root=lake / "_checkpoints", conf={}, **options
+    )
+
+
+def test_a_new_lake_creates_every_table_and_starts_every_query(tmp_path: Path):
+    plan = deployment(Registry().folder, "server_logs", tmp_path / "lake")
+    checkpoint = tmp_path / "lake" / "_checkpoints" / "server_logs" / "main"
+    assert plan.lines() == [
+        *(f"table {t}: create" for t in ("events", "quarantine", "purchases", "sessions", "carts")),
+        f"query main: start from the beginning of the input (checkpoint {checkpoint})",
+    ]
+    assert plan.refusals == []
+
+
+# sensor_cep with three queries: `samples` writes sensor_samples, `bad` writes quarantine, and
+# `main` writes sensor_anomalies and quarantine too.
+@pytest.mark.parametrize(
+    ("tables", "rebuilt"),
+    [
+        (("sensor_samples",), {"samples"}),
+        (("sensor_anomalies",), {"bad", "main"}),
+        (("quarantine",), {"bad", "main"}),
+        ((), {"bad", "main", "samples"}),
+    ],
+)
+def test_a_full_refresh_starts_again_every_query_writing_a_rebuilt_table(
+    tmp_path: Path, tables: tuple[str, ...], rebuilt: set[str]
+):
+    project = copy_project(tmp_path / "project")
+    edit(
+        project / "pipelines" / "sensor_cep.yaml",
+        "  main:\n    trigger: 5 seconds\n",
+        "  main:\n    trigger: 5 seconds\n    sinks:\n      quarantine: quarantine\n"
+        "  bad:\n    sinks:\n      quarantine: quarantine\n"
+        "  samples:\n    sinks:\n      sensor_samples: sensor_samples\n",
+    )
+    # Read from files (--input): a Kafka source would ask the broker whether it can replay.
+    plan = deployment(
+        project / "pipelines",
+        "sensor_cep",
+        tmp_path / "lake",
+        full_refresh=tables,
+        input_path=str(tmp_path),
+    )
+    assert {q.name for q in plan.queries.values() if q.verb == "rebuild"} == rebuilt
+
+
+def test_a_full_refresh_of_an_unknown_table_is_refused(tmp_path: Path):
+    with pytest.raises(UserError, match="--full-refresh nope: not a table of pipeline"):
+        deployment(Registry().folder, "server_logs", tmp_path, full_refresh=("nope",))

@@ -1,0 +1,142 @@
+"""What a checkpoint was built from, and the changes it cannot resume from (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.build import plan_pipeline
+from engine.fingerprint import conf_changes, query_fingerprint, state_changes
+from engine.pipeline import Registry
+from handlers.sessions import SessionHandler
+from tests.conftest import copy_project, edit
+
+
+def fingerprint(pipelines: Path, name: str, query: str = "main") -> dict:
+    plan = plan_pipeline(Registry(pipelines).get(name))
+    return query_fingerprint(
+        plan.queries[query],
+        steps=plan.steps,
+        handlers={n: h for n, (_, h) in plan.handlers.items()},
+        tables=plan.tables,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return copy_project(tmp_path)
+
+
+def test_server_logs_state_is_listed(project: Path):
+    state = {
+        (s["step"], s["what"]): s["value"]
+        for s in fingerprint(project / "pipelines", "server_logs")["state"]
+    }
+    assert state[("log_lines", "watermark column")] == ["event_time"]
+    assert state[("log_lines", "deduplication key")] == [
+        "customer_id", "event_time", "event_type", "items", "source", "logged_out"
+    ]  # fmt: skip
+    assert state[("session_updates", "handler key")] == ["customer_id"]
+    assert state[("cart_updates", "handler key")] == ["customer_id"]
+
+
+# (pipeline, file, old text, new text, what the change says; None: nothing Spark cannot resume)
+CHANGES = [
+    (
+        "server_logs",
+        "sql/server_logs/log_lines.sql",
+        "SELECT DISTINCT customer_id, event_time, event_type, items, source, logged_out",
+        "SELECT DISTINCT customer_id, event_time, event_type, items, logged_out",
+        "log_lines.sql: deduplication key of log_lines changed (customer_id, event_time, "
+        "event_type, items, source, logged_out -> customer_id, event_time, event_type, items, "
+        "logged_out)",
+    ),
+    (
+        "server_logs",
+        "sql/server_logs/log_lines.sql",
+        "WATERMARK event_time DELAY OF INTERVAL 1 MINUTE",
+        "WATERMARK event_time DELAY OF INTERVAL 5 MINUTES",
+        None,  # Spark takes a new delay from the next batch on
+    ),
+    (
+        "order_status",
+        "sql/order_status/order_counts.sql",
+        "GROUP BY window(arrival_time, '5 seconds'), status",
+        "GROUP BY window(arrival_time, '10 seconds'), status",
+        "order_counts.sql: grouping of order_counts changed (WINDOW(arrival_time, '5 seconds'), "
+        "status -> WINDOW(arrival_time, '10 seconds'), status)",
+    ),
+    (
+        "order_status",
+        "sql/order_status/order_counts.sql",
+        "count(*) AS orders",
+        "count(*) AS orders, max(status) AS last_status",
+        "order_counts.sql: aggregates of order_counts changed (COUNT(*) -> COUNT(*), MAX(status))",
+    ),
+    (
+        "server_logs",
+        "tables/sessions.sql",
+        "'lake.key' = 'customer_id, session_start'",
+        "'lake.key' = 'customer_id'",
+        "sessions.sql: lake.key changed (customer_id, session_start -> customer_id)",
+    ),
+    (
+        "server_logs",
+        "sql/server_logs/events.sql",
+        "  to_date(event_time) AS event_date",
+        "  to_date(event_time) AS event_date,\n  upper(event_type) AS event_kind",
+        None,  # stateless
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "file", "old", "new", "message"), CHANGES)
+def test_changes_the_state_cannot_follow_are_named(
+    project: Path, name: str, file: str, old: str, new: str, message: str | None
+):
+    query = "main" if name != "order_status" else "orders"
+    before = fingerprint(project / "pipelines", name, query)
+    edit(project / file, old, new)
+    found = state_changes(before, fingerprint(project / "pipelines", name, query))
+    if message is None:
+        assert found == []
+    else:
+        assert found == [f"{project / file.rsplit('/', 1)[0]}/{message}"]
+
+
+def test_a_handler_key_change_is_named(project: Path, monkeypatch: pytest.MonkeyPatch):
+    before = fingerprint(project / "pipelines", "server_logs")
+    monkeypatch.setattr(SessionHandler, "key", ("customer_id", "source"))
+    (found,) = state_changes(before, fingerprint(project / "pipelines", "server_logs"))
+    assert found.endswith(
+        "handlers/sessions.py: handler key of session_updates changed "
+        "(customer_id -> customer_id, source)"
+    )
+
+
+def test_a_new_stateful_step_is_named(project: Path):
+    before = fingerprint(project / "pipelines", "server_logs")
+    edit(project / "sql/server_logs/events.sql", "SELECT\n", "SELECT DISTINCT\n")
+    (found,) = state_changes(before, fingerprint(project / "pipelines", "server_logs"))
+    assert found == f"{project}/sql/server_logs/events.sql: events has a new deduplication key"
+
+
+def offsets_file(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
+    """An entry of Spark's offset log, as Spark writes it."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf}
+    (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{json.dumps(meta)}\n{{"logOffset":0}}')
+
+
+def test_pinned_settings_come_from_the_newest_offset_log_entry(tmp_path: Path):
+    offsets_file(tmp_path, 0, {"spark.sql.shuffle.partitions": "4"})
+    offsets_file(tmp_path, 1, {"spark.sql.shuffle.partitions": "2", "other": "x"})
+    assert conf_changes(tmp_path, {"spark.sql.shuffle.partitions": "2"}) == []
+    (found,) = conf_changes(tmp_path, {"spark.sql.shuffle.partitions": "3"})
+    assert found == (
+        f"--conf spark.sql.shuffle.partitions=3: checkpoint {tmp_path} was built with 2, "
+        "which Spark keeps for its state"
+    )
+    assert conf_changes(tmp_path / "new", {"spark.sql.shuffle.partitions": "3"}) == []
