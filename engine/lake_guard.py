@@ -179,7 +179,7 @@ def check_tables(
             if expected is not None:
                 raise UserError(
                     f"table {name}: missing from the lake, but checkpoint {checkpoint} wrote "
-                    f"batches of {where} to it: restore the table, or delete the checkpoint "
+                    f"batches of {where} to it: restore the table, or run with --full-refresh "
                     "to rebuild it from the input"
                 )
             continue
@@ -206,5 +206,6 @@ def check_tables(
             raise UserError(
                 f"table {name}: batch {expected} of {where} is committed in checkpoint "
                 f"{checkpoint} but missing from the table (its batches from it: {has}); its "
-                "Delta log was damaged or rolled back: restore the table, or rebuild it"
+                "Delta log was damaged or rolled back: restore the table, or run with "
+                "--full-refresh to rebuild it"
             )

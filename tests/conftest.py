@@ -98,3 +98,11 @@ def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert text.count(old) == 1, f"{old!r} not once in {path}"
     path.write_text(text.replace(old, new))
+
+
+def batches_committed(checkpoint: Path) -> int:
+    """How many batches Spark has committed in a query's checkpoint."""
+    from engine.lake_guard import last_committed
+
+    last = last_committed(checkpoint)
+    return 0 if last is None else last + 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, copy_project
 
 
 def runner(
@@ -93,12 +92,6 @@ def test_spark_writer_without_the_delta_jar_is_one_line_and_writes_nothing(tmp_p
         result
     )
     assert not [p for p in lake.iterdir() if (p / "_delta_log").exists()]
-
-
-def copy_project(tmp_path: Path) -> Path:
-    for folder in ("pipelines", "sql"):
-        shutil.copytree(PROJECT / folder, tmp_path / folder)
-    return tmp_path
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from engine.errors import UserError
 from engine.pipeline import Registry
 from engine.quality import validate_lake
 from engine.run import RunOptions, RunResult, run_pipeline
-from tests.conftest import PROJECT, consume, produce, read_table, staged
+from tests.conftest import PROJECT, consume, copy_project, edit, produce, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "sensor_cep_scenario"
 ONE_FILE_PER_BATCH = {"source.maxFilesPerTrigger": "1"}
@@ -124,13 +123,12 @@ def test_files_give_the_known_samples_anomalies_and_accounting(spark, broker, tm
 
 
 def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):
-    for folder in ("pipelines", "sql"):
-        shutil.copytree(PROJECT / folder, tmp_path / folder)
-    sql = tmp_path / "sql" / "sensor_cep" / "windowed_readings.sql"
-    text = sql.read_text()
-    line = "  CAST(w.start AS STRING) AS sample_group,\n"
-    assert text.count(line) == 1
-    sql.write_text(text.replace(line, "  concat_ws('/', w.start, device_id) AS sample_group,\n"))
+    copy_project(tmp_path)
+    edit(
+        tmp_path / "sql" / "sensor_cep" / "windowed_readings.sql",
+        "  CAST(w.start AS STRING) AS sample_group,\n",
+        "  concat_ws('/', w.start, device_id) AS sample_group,\n",
+    )
     lake = tmp_path / "lake"
     kafka = {"kafka.bootstrap.servers": broker.servers}
     run(spark, lake, {**ONE_FILE_PER_BATCH, **kafka}, registry=Registry(tmp_path / "pipelines"))

@@ -23,7 +23,7 @@ from engine.build import plan_pipeline
 from engine.generators.sensor_cep import generate_sensor_cep
 from engine.pipeline import Registry
 from engine.run import RunOptions, run_pipeline
-from tests.conftest import PROJECT, consume, produce, read_table
+from tests.conftest import PROJECT, batches_committed, consume, produce, read_table
 from tests.pipeline.test_continuous import wait_until
 
 TOPICS = ["sensor-readings", "sensor-anomalies"]
@@ -49,7 +49,7 @@ def runner_command(lake: Path, servers: str) -> list[str]:
         "--conf",
         f"kafka.bootstrap.servers={servers}",
         "--conf",
-        "source.maxRecordsPerBatch=1000",
+        "source.maxRecordsPerBatch=1400",
         "--conf",
         "source.connector=python",
     ]
@@ -57,7 +57,7 @@ def runner_command(lake: Path, servers: str) -> list[str]:
 
 def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, broker, tmp_path):
     summary = generate_sensor_cep(
-        f"kafka://{broker.servers}/sensor-readings", events=3000, seed=3, faults=True
+        f"kafka://{broker.servers}/sensor-readings", events=4000, seed=3, faults=True
     )
     assert summary.late and summary.duplicates and summary.anomalies
     reference = tmp_path / "reference"
@@ -67,7 +67,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         .with_settings(
             {
                 "kafka.bootstrap.servers": broker.servers,
-                "source.maxRecordsPerBatch": "1000",
+                "source.maxRecordsPerBatch": "1400",
                 "source.connector": "python",
             }
         )
@@ -81,7 +81,7 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
     # The same input on a second broker, read by a run that is killed, then restarted.
     with Broker().start(TOPICS) as other:
         generate_sensor_cep(
-            f"kafka://{other.servers}/sensor-readings", events=3000, seed=3, faults=True
+            f"kafka://{other.servers}/sensor-readings", events=4000, seed=3, faults=True
         )
         lake = tmp_path / "lake"
         command = runner_command(lake, other.servers)
@@ -92,14 +92,14 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
             start_new_session=True,  # the kill takes the JVM and Python workers down too
         )
         # Kill right after the main query commits its second batch (of four).
-        commits = lake / "_checkpoints" / "sensor_cep" / "main" / "commits"
+        checkpoint = lake / "_checkpoints" / "sensor_cep" / "main"
         deadline = time.monotonic() + 300
-        while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
+        while batches_committed(checkpoint) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "no second batch"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert len(list(commits.iterdir())) < 4, "the kill must land mid-stream"
+        assert batches_committed(checkpoint) < 4, "the kill must land mid-stream"
 
         restart = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert restart.returncode == 0, restart.stderr

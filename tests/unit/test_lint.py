@@ -1,28 +1,25 @@
 """`runner.py lint` without Spark: one broken file per finding type in a copy of the project."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from engine.cli import main
 from engine.lint import Finding, lint_pipelines, schema_columns
-from engine.pipeline import PROJECT_DIR, Registry
+from engine.pipeline import Registry
+from tests.conftest import copy_project
+from tests.conftest import edit as replace_once
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of the project's pipelines/ and sql/ folders."""
-    for folder in ("pipelines", "sql"):
-        shutil.copytree(PROJECT_DIR / folder, tmp_path / folder)
-    return tmp_path
+    """A copy of the project's definitions."""
+    return copy_project(tmp_path)
 
 
 def edit(project: Path, file: str, old: str, new: str) -> Path:
     path = project / file
-    text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} not once in {file}"
-    path.write_text(text.replace(old, new))
+    replace_once(path, old, new)
     return path
 
 
