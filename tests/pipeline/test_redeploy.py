@@ -101,7 +101,7 @@ def test_a_new_column_and_a_wider_type_reach_the_table(spark, workspace: Path, w
     # The new column is a commit of its own in the table's history (Spark and delta-rs name
     # the operation differently).
     operations = [h["operation"] for h in events.history()]
-    assert {"ADD COLUMNS", "ADD COLUMN"} & set(operations)
+    assert ("ADD COLUMNS" if writer == "spark" else "ADD COLUMN") in operations
     # The lake still agrees with the checkpoint, which now has the new fingerprint.
     again = dry_run(project, lake, folder, "--conf", f"lake.writer={writer}")
     assert again.returncode == 0, again.stdout
