@@ -25,13 +25,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
-# Spark's Delta and Kafka packages, and Apache Kafka's broker, from Maven (engine/jars.py).
+# Spark's Delta and Kafka packages, and Apache Kafka's broker, from Maven (engine/runtime/jars.py).
 # Where they cannot be fetched, one line says which and the project runs on the embedded path.
 $(JARS): $(STAMP) jars/pom.xml jars/kafka-broker/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing maven"; \
 	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q maven) >/dev/null 2>&1 || true; }
-	$(PY) -m engine.jars
+	$(PY) -m engine.runtime.jars
 
 demo: setup
 	rm -rf $(DEMO_LAKE)

@@ -4,7 +4,7 @@ Builds a 1,000,000-row events-like Delta table (customer_id, event_time, event_t
 quantity, event_date) in the workdir, or reuses it, then times a typical aggregate as
 subprocesses, ``python runner.py query SQL --format json --engine duckdb|spark``, N runs each
 (interpreter and, for Spark, JVM start-up included), and the DuckDB path in-process
-(``engine.query_engine.run_duckdb``: delta-rs read, transpile, DuckDB; no interpreter start).
+(``engine.query.duckdb.run_duckdb``: delta-rs read, transpile, DuckDB; no interpreter start).
 Prints median, min and max per engine and the ratio spark/duckdb; writes them to
 ``<workdir>/query_figures.json``. It asserts nothing about timings.
 
@@ -90,7 +90,7 @@ def time_cli(lake: Path, engine: str, runs: int) -> list[float]:
 
 
 def time_in_process(lake: Path, runs: int) -> list[float]:
-    from engine.query_engine import run_duckdb
+    from engine.query.duckdb import run_duckdb
 
     times = []
     for _ in range(runs):

@@ -3,13 +3,13 @@ connector and with the Python source on the same topic, and the end-to-end laten
 anomaly alerts.
 
 Prints figures; it asserts nothing about timings. One run starts its own Kafka-protocol broker
-(engine/broker.py), generates N readings into topic ``sensor-readings`` (timed), then runs
+(devtools/broker.py), generates N readings into topic ``sensor-readings`` (timed), then runs
 subprocesses one after another, each timed from start to exit with the peak RSS of its
 whole process tree (Python driver + JVM + Python workers):
 
 * pipeline: ``python runner.py run sensor_cep --once --conf source.connector=native`` into a
   fresh lake (all queries; Spark's Kafka source and sink);
-* python: the same with ``--conf source.connector=python`` (engine/kafka_source.py in,
+* python: the same with ``--conf source.connector=python`` (engine/sources/kafka.py in,
   confluent-kafka out);
 * with ``--baselines``, parse only (the source and ``sql/sensor_cep/sensor_readings.sql`` into
   Spark's ``noop`` sink with ``Trigger.AvailableNow``) and source only (the source into ``noop``).
@@ -132,7 +132,7 @@ def table_rows(lake: Path) -> dict[str, int | None]:
 
 def max_records() -> str:
     """maxRecordsPerBatch as written in the pipeline's YAML."""
-    from engine.pipeline import Registry
+    from engine.definitions.pipeline import Registry
 
     return str(Registry().get(PIPELINE).source.options.get("maxRecordsPerBatch", "none"))
 
@@ -158,14 +158,14 @@ def baseline_command(kind: str, servers: str, checkpoint: Path) -> list[str]:
 def _run_baseline(kind: str, servers: str, checkpoint: Path) -> int:
     """Subprocess body: the pipeline's Kafka source (and, for `parse`, its parsing SQL) into
     Spark's noop sink, reading what the topic holds now."""
-    from engine.pipeline import Registry
+    from engine.definitions.pipeline import Registry
+    from engine.runtime.session import get_spark
     from engine.sources import open_source
-    from engine.spark_session import get_spark
 
     spark = get_spark()
     print(f"baseline {kind}: Spark session ready", flush=True)
     pipeline = Registry().get(PIPELINE).with_settings({"kafka.bootstrap.servers": servers})
-    # open_source registers engine.kafka_source.KafkaSource and reads format streamlake_kafka
+    # open_source registers engine.sources.kafka.KafkaSource and reads format streamlake_kafka
     # with the YAML's options (topic, startingOffsets, maxRecordsPerBatch) plus the broker,
     # adding origin = concat_ws(':', topic, partition, offset): what the pipeline reads.
     df = open_source(spark, pipeline.source, kafka=pipeline.kafka)
@@ -330,7 +330,7 @@ def _send_load(servers: str, seconds: float, seed: int) -> tuple[dict[int, float
 def measure_latency(workdir: Path, seconds: float, seed: int) -> dict[str, Any]:
     """A continuous pipeline run on a fresh broker and lake, under a steady load; the time from
     sending each anomaly to receiving its alert."""
-    from engine.broker import Broker
+    from devtools.broker import Broker
 
     runs_dir = workdir / "runs"
     lake = runs_dir / "latency-lake"
@@ -534,8 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.events < 1:
         raise SystemExit("--events must be at least 1")
 
-    from engine.broker import Broker
-    from engine.generators.sensor_cep import generate_sensor_cep
+    from devtools.broker import Broker
+    from devtools.generators.sensor_cep import generate_sensor_cep
 
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="bench_sensor_cep-"))).resolve()
     runs_dir = workdir / "runs"

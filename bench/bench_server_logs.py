@@ -280,7 +280,7 @@ def measure(
 
 def ensure_data(workdir: Path, events: int, seed: int) -> Path:
     """The generated folder for (events, seed), generated only if not already complete."""
-    from engine.generators.server_logs import generate_server_logs
+    from devtools.generators.server_logs import generate_server_logs
 
     folder = workdir / f"server_logs-n{events}-seed{seed}"
     # The marker is written after the generator returns, so a half-written folder is redone.
@@ -303,7 +303,7 @@ def ensure_data(workdir: Path, events: int, seed: int) -> Path:
 
 def pipeline_max_files() -> int | None:
     """maxFilesPerTrigger as written in the pipeline's YAML."""
-    from engine.pipeline import Registry
+    from engine.definitions.pipeline import Registry
 
     value = Registry().get(PIPELINE).source.options.get("maxFilesPerTrigger")
     return None if value is None else int(value)
@@ -345,9 +345,9 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    from engine.pipeline import Registry
+    from engine.definitions.pipeline import Registry
+    from engine.runtime.session import get_spark
     from engine.sources import open_source
-    from engine.spark_session import get_spark
 
     overrides = {}
     if kind != "parse":

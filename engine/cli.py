@@ -9,13 +9,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError, first_line
-from engine.pipeline import Registry
 
 if TYPE_CHECKING:
-    from engine.build import Plan
-    from engine.deployment import Deployment
-    from engine.run import RunOptions
+    from engine.plan import Plan
+    from engine.plan.deployment import Deployment
+    from engine.runtime.run import RunOptions
 
 __all__ = ["main"]
 
@@ -54,10 +54,10 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from engine.build import plan_pipeline
-    from engine.run import RunOptions, run_pipeline
-    from engine.signals import stop_on_signals
-    from engine.spark_session import get_spark
+    from engine.plan import plan_pipeline
+    from engine.runtime.run import RunOptions, run_pipeline
+    from engine.runtime.session import get_spark
+    from engine.runtime.signals import stop_on_signals
 
     spark_conf, settings = _split_conf(args.conf)
     writer = settings.pop("lake.writer", None)
@@ -90,7 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.quality:
         from engine.quality import validate_lake
 
-        report = validate_lake(opts.lake, tables=pipeline.tables)
+        report = validate_lake(opts.lake, tables=pipeline.tables, project=pipeline.project)
         report.print(sys.stdout)
         return 0 if report.passed else EXIT_FAILED
     return 0
@@ -98,9 +98,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> Deployment:
     """What the run would do to the lake and checkpoints, decided without Spark."""
-    from engine.deployment import plan_deployment
-    from engine.fingerprint import PINNED_CONF
-    from engine.spark_conf import DEFAULT_CONF
+    from engine.plan.deployment import plan_deployment
+    from engine.plan.fingerprint import PINNED_CONF
+    from engine.runtime.conf import DEFAULT_CONF
 
     conf = {**DEFAULT_CONF, **spark_conf}
     return plan_deployment(
@@ -115,18 +115,18 @@ def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> 
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from engine.adhoc import SUBSTITUTE, Snapshot, lake_tables, parse_query, print_rows, run_query
+    from engine.query import SUBSTITUTE, Snapshot, lake_tables, parse_query, print_rows, run_query
 
     lake = Path(args.lake).resolve()
     snapshot = Snapshot.parse(args.version, args.as_of)
     lake_tables(lake)  # a missing lake and a statement that is not a query are reported
     parse_query(args.sql)  # before any engine starts
     if args.engine == "duckdb":
-        from engine.query_engine import run_duckdb
+        from engine.query.duckdb import run_duckdb
 
         print_rows(run_duckdb(args.sql, lake, snapshot), args.format)
         return 0
-    from engine.spark_session import get_spark
+    from engine.runtime.session import get_spark
 
     conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
     spark = get_spark(conf, log_file=None if args.debug else _log_file(lake))
@@ -135,8 +135,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from engine.adhoc import print_rows
-    from engine.history import table_history
+    from engine.lake.history import table_history
+    from engine.query import print_rows
 
     print_rows(table_history(Path(args.lake).resolve(), args.table), args.format)
     return 0
@@ -150,16 +150,17 @@ def _cmd_quality(args: argparse.Namespace) -> int:
         Path(args.report).resolve() if args.report else None,
         args.tables,
         since_last=args.since_last,
+        project=_registry(args).project,
     )
     report.print(sys.stdout)
     return 0 if report.passed else EXIT_FAILED
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from engine.generators.order_status import generate_order_status
-    from engine.generators.sensor_cep import generate_sensor_cep
-    from engine.generators.server_logs import generate_server_logs
-    from engine.generators.user_activity import generate_user_activity
+    from devtools.generators.order_status import generate_order_status
+    from devtools.generators.sensor_cep import generate_sensor_cep
+    from devtools.generators.server_logs import generate_server_logs
+    from devtools.generators.user_activity import generate_user_activity
 
     generators = {
         "order_status": generate_order_status,
@@ -195,8 +196,8 @@ def _pipeline_topics(registry: Registry) -> list[str]:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    from engine.broker import Broker
-    from engine.signals import stop_on_signals
+    from devtools.broker import Broker
+    from engine.runtime.signals import stop_on_signals
 
     topics = args.topics.split(",") if args.topics else _pipeline_topics(_registry(args))
     stop = stop_on_signals()
@@ -225,7 +226,7 @@ def _cmd_lint(args: argparse.Namespace) -> int:
 
 def _cmd_graph(args: argparse.Namespace) -> int:
     from engine.graph import pipeline_graph, to_mermaid
-    from engine.graph_svg import write_graph
+    from engine.graph.svg import write_graph
 
     graph = pipeline_graph(_registry(args).get(args.pipeline))  # planned only: no JVM
     if args.out is None:
@@ -236,8 +237,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve_orders(args: argparse.Namespace) -> int:
-    from engine.order_server import OrderServer
-    from engine.signals import stop_on_signals
+    from devtools.order_server import OrderServer
+    from engine.runtime.signals import stop_on_signals
 
     server = OrderServer(args.host, args.port, rate=args.rate, count=args.count, seed=args.seed)
     stop = stop_on_signals()

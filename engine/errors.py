@@ -13,7 +13,8 @@ class KafkaUnavailable(UserError):
     """The Kafka broker did not answer in time: transient, so a continuous run retries."""
 
 
-def first_line(err: BaseException) -> str:
-    """The first line of an error's message, or its type's name when it has none."""
+def first_line(err: BaseException | str) -> str:
+    """The first line of an error's message (or of a text), or the error's type's name when
+    it has none."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__

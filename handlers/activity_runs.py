@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from handlers.base import Columns, StateHandler, Step
+from engine.definitions.handler import Columns, StateHandler, Step
 
 __all__ = ["ActivityRun", "ActivityRunHandler", "SpanRow"]
 

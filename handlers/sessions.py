@@ -7,7 +7,8 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
-from handlers.base import Columns, StateHandler, Step, TimeoutMode, parse_duration
+from engine.definitions.durations import parse_duration
+from engine.definitions.handler import Columns, StateHandler, Step, TimeoutMode
 
 __all__ = ["SessionHandler", "SessionRow", "SessionState"]
 
@@ -55,7 +56,7 @@ class SessionHandler(StateHandler[SessionState]):
     @property
     def gap(self) -> timedelta:
         """Inactivity that ends a session."""
-        return parse_duration(self.settings["session_timeout"])
+        return parse_duration(self.settings["session_timeout"]).timedelta
 
     @property
     def timeout_mode(self) -> TimeoutMode:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from handlers.base import Columns, StateHandler, Step, TimeoutMode
+from engine.definitions.handler import Columns, StateHandler, Step, TimeoutMode
 
 __all__ = ["Reading", "SampleRow", "WindowSampleHandler", "WindowState", "sample"]
 

@@ -15,7 +15,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from engine.spark_session import get_spark
+    from engine.runtime.session import get_spark
 
     session = get_spark({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
     yield session
@@ -32,7 +32,7 @@ def read_table(lake: Path, name: str, *, drop: tuple[str, ...] = ()) -> list[dic
 @pytest.fixture
 def broker() -> Iterator[Any]:
     """A real Kafka-protocol broker (tansu, in memory) with the sensor_cep topics, per test."""
-    from engine.broker import Broker
+    from devtools.broker import Broker
 
     with Broker().start(["sensor-readings", "sensor-anomalies"]) as running:
         yield running
@@ -102,7 +102,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def batches_committed(checkpoint: Path) -> int:
     """How many batches Spark has committed in a query's checkpoint."""
-    from engine.lake_guard import last_committed
+    from engine.lake.guard import last_committed
 
     last = last_committed(checkpoint)
     return 0 if last is None else last + 1

@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from engine.sinks import BatchId, DeltaSink
-from engine.tables import TABLES_DIR, load_table
+from engine.definitions.tables import load_table
+from engine.project import PROJECT
+from engine.sinks.delta import BatchId, DeltaSink
 
 
 def ts(text: str) -> dt.datetime:
@@ -113,10 +114,10 @@ ODD = pa.table(
 def build_lake(lake: Path) -> Path:
     """events (append, 2 batches), carts (merge, 2 batches), tags and odd (plain
     write_deltalake)."""
-    events = DeltaSink(load_table(TABLES_DIR / "events.sql"), lake)
+    events = DeltaSink(load_table(PROJECT.tables / "events.sql"), lake)
     events.write(EVENTS.slice(0, 4), BatchId("app-events", 0, "server_logs", "main"))
     events.write(EVENTS.slice(4), BatchId("app-events", 1, "server_logs", "main"))
-    carts = DeltaSink(load_table(TABLES_DIR / "carts.sql"), lake)
+    carts = DeltaSink(load_table(PROJECT.tables / "carts.sql"), lake)
     schema = carts.table.arrow_schema
     carts.write(
         pa.Table.from_pylist(CARTS_V1, schema), BatchId("app-carts", 0, "server_logs", "carts")

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from engine.build import plan_pipeline
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, produce, read_table
 
 OK = "usable"  # expected for a usable line whose values are not compared
@@ -82,7 +82,7 @@ def parse(
         os.utime(path, (mtime, mtime))
     session = spark.newSession()  # the views stay out of the shared session
     raw_view, parse_view, values = PARSE[pipeline]
-    # The columns engine/sources.py gives a folder of files, read once instead of streamed.
+    # The columns engine/sources gives a folder of files, read once instead of streamed.
     session.read.text(str(path)).selectExpr(
         "value",
         "_metadata.file_path AS source_file",

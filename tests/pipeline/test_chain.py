@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from engine.build import plan_pipeline
+from devtools.generators.server_logs import generate_server_logs
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.generators.server_logs import generate_server_logs
-from engine.pipeline import Registry
-from engine.run import RunOptions, RunResult, run_pipeline
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import read_table
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from engine.build import plan_pipeline
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, read_table
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -28,7 +28,7 @@ WALL_CLOCK = ("ingested_at",)  # quarantine's read time differs between any two 
 
 # The executors' interpreter: the venv's, minus the editable install that would let them
 # import the project from /work/main. They then find `engine` and `handlers` only in the zip
-# the run ships (engine/cluster.py), as executors on other machines would. Each worker
+# the run ships (engine/runtime/cluster.py), as executors on other machines would. Each worker
 # process leaves a marker file, so the test knows the executors ran through this guard.
 GUARD = """
 import os, sys

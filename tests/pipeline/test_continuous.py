@@ -7,9 +7,9 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from engine.build import plan_pipeline
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import read_table
 
 LINES = """\

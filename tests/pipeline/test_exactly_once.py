@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
-from engine.generators.server_logs import GenerationSummary, generate_server_logs
-from engine.pipeline import Registry
-from engine.run import RunOptions, RunResult, run_pipeline
+from devtools.generators.server_logs import GenerationSummary, generate_server_logs
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, batches_committed, read_table
 
 TABLES = ("events", "sessions", "carts", "purchases", "quarantine")

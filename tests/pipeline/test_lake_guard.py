@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.lake_guard import check_tables
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.lake.guard import check_tables
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.pipeline.test_cli import one_error_line, runner
 
 TABLES = ("events", "quarantine", "purchases", "sessions", "carts")

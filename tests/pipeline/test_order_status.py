@@ -8,14 +8,14 @@ from collections import Counter
 
 import pytest
 
-from engine.broker import Broker, free_port
-from engine.build import plan_pipeline
+from devtools.broker import Broker, free_port
+from devtools.generators.order_status import generate_order_status
+from devtools.order_server import OrderServer
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.generators.order_status import generate_order_status
-from engine.order_server import OrderServer
-from engine.pipeline import Registry
+from engine.plan import plan_pipeline
 from engine.quality import validate_lake
-from engine.run import RunOptions, run_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import read_table
 
 

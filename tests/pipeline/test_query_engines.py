@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from engine.adhoc import SUBSTITUTE, Snapshot, print_rows, run_query
 from engine.errors import UserError
-from engine.query_engine import run_duckdb
-from engine.query_functions import allowed_functions, refused_functions
+from engine.query import SUBSTITUTE, Snapshot, print_rows, run_query
+from engine.query.duckdb import run_duckdb
+from engine.query.functions import allowed_functions, refused_functions
 from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 
@@ -162,7 +162,7 @@ def test_spark_refuses_escapes_before_running_them(spark, lake, tmp_path):
 
 
 def test_function_list_covers_spark(spark):
-    # engine/query_functions.txt classifies every Spark built-in: a new Spark version with new
+    # engine/query/functions.txt classifies every Spark built-in: a new Spark version with new
     # functions fails here until each is allowed or refused with a reason.
     names = {r[0] for r in spark.sql("SHOW SYSTEM FUNCTIONS").collect()}
     words = {n.lower() for n in names if n.replace("_", "a").isalnum()}

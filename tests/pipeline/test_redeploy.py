@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from engine.build import plan_pipeline
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, copy_project, edit, read_table, staged
 from tests.pipeline.test_cli import one_error_line, runner
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.pipeline import Registry
+from engine.plan import plan_pipeline
 from engine.quality import validate_lake
-from engine.run import RunOptions, RunResult, run_pipeline
+from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, consume, copy_project, edit, produce, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "sensor_cep_scenario"
@@ -137,7 +137,7 @@ def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):
 
 @pytest.mark.parametrize("connector", ["native", "python"])
 def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path, connector):
-    from engine.kafka_sink import SparkTopicSink
+    from engine.sinks.kafka import SparkTopicSink
 
     lake = tmp_path / "lake"
     kafka = {"kafka.bootstrap.servers": broker.servers, "source.connector": connector}
@@ -178,12 +178,12 @@ def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
 
 
 def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broker, tmp_path):
-    from engine.batch_writer import MultiTableWriter
-    from engine.kafka_sink import TopicSink
-    from engine.sinks import DeltaSink
-    from engine.tables import load_tables
+    from engine.definitions.tables import load_tables
+    from engine.sinks.delta import DeltaSink
+    from engine.sinks.kafka import TopicSink
+    from engine.sinks.writer import MultiTableWriter
 
-    table = load_tables()["sensor_anomalies"]
+    table = load_tables(PROJECT / "tables")["sensor_anomalies"]
     rows = spark.createDataFrame(
         [("7", -1.5, "2023-04-12 10:00:01"), ("8", -2.5, "2023-04-12 10:00:02")],
         "device_id STRING, sensor_freq DOUBLE, event_time STRING",

@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from engine.broker import Broker, free_port
-from engine.build import plan_pipeline
-from engine.generators.sensor_cep import generate_sensor_cep
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from devtools.broker import Broker, free_port
+from devtools.generators.sensor_cep import generate_sensor_cep
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, batches_committed, consume, produce, read_table
 from tests.pipeline.test_continuous import wait_until
 

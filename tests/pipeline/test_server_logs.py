@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
-from engine.pipeline import Registry
-from engine.run import RunOptions, RunResult, run_pipeline
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "server_logs_scenario"
@@ -122,7 +122,7 @@ def test_rerun_over_the_same_input_adds_nothing(spark, scenario):
 
 
 def test_spark_written_tables_name_their_batches_in_history(scenario):
-    from engine.history import table_history
+    from engine.lake.history import table_history
 
     lake, _, _ = scenario
     commits = table_history(lake, "sessions").to_pylist()

@@ -7,9 +7,9 @@ from datetime import datetime
 
 import pytest
 
-from engine.build import plan_pipeline
-from engine.pipeline import Registry
-from engine.run import RunOptions, run_pipeline
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, read_table, staged
 
 SCENARIO = PROJECT / "tests" / "data" / "user_activity_scenario"

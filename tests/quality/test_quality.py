@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.quality import validate_lake
-from engine.sinks import BatchId, DeltaSink
-from engine.tables import load_tables
-from quality import load_suite, load_suites
+from engine.quality.suites import load_suite, load_suites
+from engine.sinks.delta import BatchId, DeltaSink
 
 PROJECT = Path(__file__).resolve().parents[2]
-TABLES = load_tables()
+TABLES = load_tables(PROJECT / "tables")
 T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)
 
 
@@ -175,7 +175,9 @@ def failures(summary: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def test_every_table_has_a_suite_and_merged_keys_are_unique():
-    suites = load_suites({n: t.arrow_schema for n, t in TABLES.items()})
+    suites = load_suites(
+        {n: t.arrow_schema for n, t in TABLES.items()}, PROJECT / "quality" / "suites"
+    )
     assert set(suites) == set(TABLES)
     for name, table in TABLES.items():
         configs = [e.configuration for e in suites[name].expectations]

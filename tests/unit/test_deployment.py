@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
-from engine.deployment import plan_deployment
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.plan.deployment import plan_deployment
 from tests.conftest import copy_project, edit
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import plan_pipeline
-from engine.fingerprint import conf_changes, query_fingerprint, state_changes
-from engine.pipeline import Registry
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.plan.fingerprint import conf_changes, query_fingerprint, state_changes
 from handlers.sessions import SessionHandler
 from tests.conftest import copy_project, edit
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import Broker
-from engine.errors import UserError
-from engine.generators.order_status import (
+from devtools.broker import Broker
+from devtools.generators.order_status import (
     MALFORMED_RATE,
     GenerationSummary,
     OrderLines,
     generate_order_status,
 )
-from engine.order_server import STATUSES, OrderServer, orders
+from devtools.order_server import STATUSES, OrderServer, orders
+from engine.errors import UserError
 from tests.conftest import consume
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import Broker
-from engine.errors import UserError
-from engine.generators.sensor_cep import (
+from devtools.broker import Broker
+from devtools.generators.sensor_cep import (
     ANOMALY_RATE,
     DUPLICATE_MAX_DISTANCE,
     LATE_MIN_AGE_SECONDS,
@@ -25,6 +24,7 @@ from engine.generators.sensor_cep import (
     SensorLines,
     generate_sensor_cep,
 )
+from engine.errors import UserError
 from tests.conftest import consume
 
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}")

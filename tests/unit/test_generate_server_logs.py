@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.generators.server_logs import (
+from devtools.generators.server_logs import (
     DUPLICATE_MAX_DISTANCE,
     LATE_MIN_AGE_SECONDS,
     LOGGED_OUT,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.generators.user_activity import (
+from devtools.generators.user_activity import (
     ACTIVITIES,
     DUPLICATE_MAX_DISTANCE,
     LATE_MIN_AGE_SECONDS,

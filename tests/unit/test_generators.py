@@ -1,4 +1,4 @@
-"""What every part-file generator shares (engine.generators): full files in mtime order, no
+"""What every part-file generator shares (devtools.generators): full files in mtime order, no
 overwriting, a progress bar on stderr."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.generators.order_status import generate_order_status
-from engine.generators.sensor_cep import generate_sensor_cep
-from engine.generators.user_activity import generate_user_activity
+from devtools.generators.order_status import generate_order_status
+from devtools.generators.sensor_cep import generate_sensor_cep
+from devtools.generators.user_activity import generate_user_activity
 
 GENERATORS = [generate_sensor_cep, generate_user_activity, generate_order_status]
 

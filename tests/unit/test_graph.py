@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.definitions.pipeline import Registry
 from engine.graph import Edge, Graph, Node, QueryGroup, pipeline_graph, to_mermaid
-from engine.graph_svg import find_chromium, layout, to_svg
-from engine.pipeline import Registry
+from engine.graph.svg import find_chromium, layout, to_svg
 
 PROJECT = Path(__file__).resolve().parents[2]
 PIPELINES = ["server_logs", "user_activity", "sensor_cep", "order_status", "customer_spend"]

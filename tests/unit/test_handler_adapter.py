@@ -26,8 +26,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.handler_adapter import EMIT, HandlerGroup, group_timeout_mode, micros, stable_order
-from handlers.base import StateHandler, Step
+from engine.definitions.handler import StateHandler, Step
+from engine.runtime.handler_adapter import (
+    EMIT,
+    HandlerGroup,
+    group_timeout_mode,
+    micros,
+    stable_order,
+)
 from handlers.carts import CartHandler
 from handlers.sessions import SessionHandler
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.jars import POM, artifacts, fetch, find_packages
+from engine.runtime.jars import POM, artifacts, fetch, find_packages
 
 
 def test_the_pom_names_delta_for_spark_4_2_and_the_kafka_connector():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.kafka_source import KafkaOptions, split_limit
-from engine.pipeline import Registry
+from engine.sources.kafka import KafkaOptions, split_limit
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.definitions.pipeline import Registry
 from engine.lint import Finding, lint_pipelines, schema_columns
-from engine.pipeline import Registry
 from tests.conftest import copy_project
 from tests.conftest import edit as replace_once
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import free_port
+from devtools.broker import free_port
+from devtools.order_server import STATUSES, OrderServer, SentSummary, orders
 from engine.errors import UserError
-from engine.order_server import STATUSES, OrderServer, SentSummary, orders
 
 PROJECT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 10.0

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from engine.build import plan_pipeline
+from engine.definitions.pipeline import QuerySpec, Registry
 from engine.errors import UserError
-from engine.pipeline import QuerySpec, Registry
-from engine.query_plan import StateCall, StreamOutput
+from engine.plan import plan_pipeline
+from engine.plan.queries import StateCall, StreamOutput
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_query_outputs_are_checked(tmp_path, query, message):
 
 
 def test_a_topics_only_query_may_run_in_real_time():
-    from engine.run import _trigger
+    from engine.runtime.run import _trigger
 
     alerts = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
     assert not alerts.sinks and alerts.topics == {"sensor-anomalies": "anomaly_alerts"}

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from engine.adhoc import LATEST, Snapshot, parse_query, print_rows
 from engine.errors import UserError
-from engine.history import table_history
-from engine.query_engine import connect, run_duckdb, to_duckdb_sql
-from engine.query_functions import _SYNTAX, allowed_functions, refused_functions
+from engine.lake.history import table_history
+from engine.query import LATEST, Snapshot, parse_query, print_rows
+from engine.query.duckdb import connect, run_duckdb, to_duckdb_sql
+from engine.query.functions import _SYNTAX, allowed_functions, refused_functions
 from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 
@@ -228,7 +228,7 @@ def test_cli_query_history_and_refused_write(lake):
 JVM = "is not allowed: it calls Java methods (query is read-only)"
 LINE_SEP = "'java.lang.System', 'lineSeparator'"
 
-# Every call a query makes must be on engine/query_functions.txt. (SQL, None when it is
+# Every call a query makes must be on engine/query/functions.txt. (SQL, None when it is
 # allowed, else the one-line refusal after "query: "): the escapes of issue 12 and their
 # hiding places first, then ordinary analytics that must still run.
 CALLS: list[tuple[str, str | None]] = [

@@ -8,10 +8,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from engine.sinks import BatchId, DeltaSink
-from engine.tables import load_tables
+from engine.definitions.tables import load_tables
+from engine.project import PROJECT
+from engine.sinks.delta import BatchId, DeltaSink
 
-TABLES = load_tables()
+TABLES = load_tables(PROJECT.tables)
 T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)
 
 

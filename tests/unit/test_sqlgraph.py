@@ -4,7 +4,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from engine.sqlgraph import (
+from engine.definitions.sql import (
     SparkStreaming,
     SqlError,
     SqlStep,
@@ -269,7 +269,9 @@ def test_query_sql_replaces_every_watermark(tmp_path: Path) -> None:
     assert loaded.query_sql(watermark_delay="10 seconds").count("INTERVAL '10' SECOND") == 2
 
 
-@pytest.mark.parametrize("delay", ["", "2", "minutes", "2 fortnights", "-1 minute", "1.5 hours"])
+@pytest.mark.parametrize(
+    "delay", ["", "2", "minutes", "2 fortnights", "-1 minute", "1.5 fortnights"]
+)
 def test_query_sql_bad_delay(tmp_path: Path, delay: str) -> None:
     loaded = step(tmp_path, "v", QUERY)
     with pytest.raises(SqlError) as raised:

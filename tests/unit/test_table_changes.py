@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.table_changes import delta_type_name, table_changes
-from engine.tables import load_table
+from engine.definitions.tables import load_table
+from engine.plan.table_changes import delta_type_name, table_changes
 
 DDL = """-- test table
 CREATE TABLE t (

@@ -1,0 +1,100 @@
+"""Synthetic input data for the pipelines, and what their generators share."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm import tqdm
+
+__all__ = ["prepare_folder", "progress_bar", "write_lines", "write_part", "write_parts"]
+
+
+@contextmanager
+def progress_bar(
+    *, total: int, unit: str, desc: str, done: Callable[[], int], enabled: bool
+) -> Iterator[Callable[[], None]]:
+    """Yield a function that moves a tqdm bar on stderr to `done()` (and does at the end)."""
+    with tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, disable=not enabled) as bar:
+
+        def report() -> None:
+            bar.update(done() - bar.n)
+
+        yield report
+        report()
+
+
+def write_lines(
+    out: str | Path,
+    lines: Iterable[tuple[str, str | None]],
+    *,
+    lines_per_file: int,
+    report: Callable[[], None] = lambda: None,
+) -> int:
+    """Write `(text, key)` lines to `kafka://HOST:PORT/TOPIC` or as part files in the folder
+    `out`; returns the files written (0 for Kafka)."""
+    if isinstance(out, str) and out.startswith("kafka:"):
+        from devtools.generators.kafka_out import KafkaTopic, parse_kafka_url
+
+        kafka = KafkaTopic(*parse_kafka_url(out))
+        try:
+            kafka.write(lines, report)
+        finally:
+            kafka.close()
+        return 0
+    folder = prepare_folder(Path(out))
+    return write_parts((text for text, _ in lines), folder, lines_per_file, report)
+
+
+def prepare_folder(folder: Path) -> Path:
+    """Create `folder` for part files; FileExistsError if it exists and is not empty."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(f"{folder} exists and is not an empty folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_part(folder: Path, number: int, lines: Sequence[str], started_ns: int) -> None:
+    """Write ``folder/part-NNNNN.json`` (one line each) with mtime ``started_ns + number`` s."""
+    final = folder / f"part-{number:05d}.json"
+    # A dot name hides the half-written file from Spark's file source until the rename.
+    partial = folder / f".{final.name}.tmp"
+    with partial.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.write("\n".join(lines))
+        handle.write("\n")
+    # Spark's file source reads files in modification-time order; equal times (files written
+    # within a millisecond) would let it read them out of order.
+    stamp = started_ns + number * 1_000_000_000
+    os.utime(partial, ns=(stamp, stamp))
+    os.replace(partial, final)
+
+
+def write_parts(
+    lines: Iterable[str],
+    folder: Path,
+    lines_per_file: int,
+    report: Callable[[], None] = lambda: None,
+) -> int:
+    """Write ``lines`` as full part files of ``lines_per_file`` lines; return how many files.
+
+    File times start a day back, one second apart (see :func:`write_part`). ``report`` is
+    called after each full file, e.g. to move a progress bar.
+    """
+    buffer: list[str] = []
+    files = 0
+    started_ns = time.time_ns() - 86_400 * 1_000_000_000
+    for text in lines:
+        buffer.append(text)
+        if len(buffer) >= lines_per_file:
+            files += 1
+            write_part(folder, files, buffer, started_ns)
+            buffer = []
+            report()
+    if buffer:
+        files += 1
+        write_part(folder, files, buffer, started_ns)
+    return files

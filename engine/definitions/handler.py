@@ -1,0 +1,104 @@
+"""The handler contract: a subclass declares keys, state, output schema and timeout.
+
+Decisions live in plain methods over plain values (lists of ints, strings, floats; times as
+int microseconds since the epoch), so they are unit-tested without Spark;
+`engine.runtime.handler_adapter` runs handlers inside Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+__all__ = [
+    "Columns",
+    "StateHandler",
+    "Step",
+    "TimeoutMode",
+    "load_handler_class",
+]
+
+TimeoutMode = Literal["none", "event_time", "processing_time"]
+StateT = TypeVar("StateT")
+#: A key's events of one batch, column-wise: name -> values (all the same length), plain Python
+#: values, timestamps as int microseconds since the epoch (None for NULL).
+Columns = Mapping[str, Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Step(Generic[StateT]):
+    """What a handler decided for one key: new state (None drops it), rows out, next timer,
+    and counts for the run report."""
+
+    state: StateT | None
+    #: Rows out, each a tuple in `output_schema` order; timestamps as int microseconds or None.
+    outputs: Sequence[tuple[Any, ...]] = field(default_factory=tuple)
+    #: Event-time timer in microseconds since the epoch (event_time timeouts only).
+    timer_us: int | None = None
+    #: Events counted rather than emitted (e.g. ignored ones), summed into the run's report.
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+class StateHandler(Generic[StateT]):
+    """Base of all handlers. Subclasses set the class attributes and implement `update`."""
+
+    #: Grouping columns of the input view; one state per distinct key.
+    key: ClassVar[tuple[str, ...]]
+    #: Input columns the rules read, besides the key; only these are sent to Python.
+    columns: ClassVar[tuple[str, ...]]
+    #: Events of a key within a batch are applied in this column order (a stable sort).
+    order_by: ClassVar[tuple[str, ...]] = ()
+    #: The state dataclass; its fields, in order, match `state_schema`.
+    state_type: ClassVar[type]
+    #: Spark DDL of the state row.
+    state_schema: ClassVar[str]
+    #: Spark DDL of the rows the handler emits.
+    output_schema: ClassVar[str]
+    #: Settings this handler reads, with their defaults (overridable per pipeline / --conf).
+    defaults: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings = {**self.defaults, **(settings or {})}
+
+    @property
+    def timeout_mode(self) -> TimeoutMode:
+        """How timers fire: on the event-time watermark, on the wall clock, or never."""
+        return "none"
+
+    @property
+    def timeout(self) -> timedelta | None:
+        """The processing-time timeout duration, when `timeout_mode` is processing_time."""
+        return None
+
+    def update(self, key: tuple[Any, ...], state: StateT | None, events: Columns) -> Step:
+        """Apply one batch of a key's events (exactly `columns`, in `order_by` order)."""
+        raise NotImplementedError
+
+    def expire(self, key: tuple[Any, ...], state: StateT) -> Step:
+        """The key's timer fired: decide what to emit and keep. Default: drop the state."""
+        return Step(state=None)
+
+    # The adapter stores state as a Spark row; these keep the dataclass <-> tuple mapping here.
+    def state_to_row(self, state: StateT) -> tuple[Any, ...]:
+        """The state as a tuple in `state_schema` order."""
+        return dataclasses.astuple(state)  # type: ignore[call-overload]
+
+    def state_from_row(self, row: Sequence[Any]) -> StateT:
+        """Rebuild the state dataclass from a stored row."""
+        return self.state_type(*row)
+
+
+def load_handler_class(class_path: str) -> type[StateHandler]:
+    """The handler class named `module:Class`; ValueError saying why when it cannot load."""
+    module_name, _, class_name = class_path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"cannot load {class_path} ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, StateHandler)):
+        raise ValueError(f"{class_path} is not a StateHandler")
+    return cls

@@ -1,0 +1,154 @@
+"""Delta table definitions: one `tables/<name>.sql` DDL file per table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from engine.errors import UserError
+
+__all__ = ["Column", "TableDef", "load_tables"]
+
+WriteMode = Literal["append", "merge"]
+
+_SCALARS: Mapping[exp.DataType.Type, pa.DataType] = {
+    exp.DataType.Type.TEXT: pa.string(),
+    exp.DataType.Type.VARCHAR: pa.string(),
+    exp.DataType.Type.BIGINT: pa.int64(),
+    exp.DataType.Type.INT: pa.int32(),
+    exp.DataType.Type.SMALLINT: pa.int16(),
+    exp.DataType.Type.DOUBLE: pa.float64(),
+    exp.DataType.Type.FLOAT: pa.float32(),
+    exp.DataType.Type.BOOLEAN: pa.bool_(),
+    exp.DataType.Type.DATE: pa.date32(),
+    # Delta's TIMESTAMP is microseconds, adjusted to UTC.
+    exp.DataType.Type.TIMESTAMP: pa.timestamp("us", tz="UTC"),
+    exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table definition."""
+
+    name: str
+    type: pa.DataType
+    nullable: bool
+    comment: str
+    ddl_type: str
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A Delta table: schema, write mode, merge key and partitioning, from its DDL file."""
+
+    name: str
+    path: Path
+    columns: tuple[Column, ...]
+    mode: WriteMode
+    key: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    description: str = ""
+    properties: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        """The table's schema as Arrow, the form delta-rs writes."""
+        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        """Column names in declared order."""
+        return [c.name for c in self.columns]
+
+
+def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
+    if dtype.this in _SCALARS:
+        return _SCALARS[dtype.this]
+    if dtype.this == exp.DataType.Type.ARRAY:
+        return pa.list_(_arrow_type(dtype.expressions[0], where))
+    if dtype.this == exp.DataType.Type.STRUCT:
+        return pa.struct(
+            [pa.field(f.name, _arrow_type(f.args["kind"], where)) for f in dtype.expressions]
+        )
+    if dtype.this == exp.DataType.Type.MAP:
+        key, value = dtype.expressions
+        return pa.map_(_arrow_type(key, where), _arrow_type(value, where))
+    raise UserError(f"{where}: unsupported column type {dtype.sql(dialect='spark')}")
+
+
+def _column(cdef: exp.ColumnDef, where: Path) -> Column:
+    constraints = [c.args.get("kind") for c in cdef.args.get("constraints") or []]
+    comment = next(
+        (c.this.this for c in constraints if isinstance(c, exp.CommentColumnConstraint)), ""
+    )
+    not_null = any(isinstance(c, exp.NotNullColumnConstraint) for c in constraints)
+    dtype = cdef.args["kind"]
+    return Column(
+        name=cdef.name,
+        type=_arrow_type(dtype, where),
+        nullable=not not_null,
+        comment=comment,
+        ddl_type=dtype.sql(dialect="spark"),
+    )
+
+
+def _header_comment(text: str) -> str:
+    lines = [ln[2:].strip() for ln in text.splitlines() if ln.startswith("--")]
+    return " ".join(lines)
+
+
+def load_table(path: Path) -> TableDef:
+    """Parse one `CREATE TABLE ... USING DELTA` file into a table definition."""
+    text = path.read_text()
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError as err:
+        first = err.errors[0] if err.errors else {}
+        where = f"{path}:{first.get('line', '?')}:{first.get('col', '?')}"
+        raise UserError(f"{where}: {first.get('description', err)}") from None
+    if not isinstance(tree, exp.Create) or tree.kind != "TABLE":
+        raise UserError(f"{path}: expected one CREATE TABLE statement")
+    name = tree.this.this.name
+    if name != path.stem:
+        raise UserError(f"{path}: table '{name}' must be named after its file '{path.stem}'")
+    columns = tuple(_column(c, path) for c in tree.this.expressions if isinstance(c, exp.ColumnDef))
+    props: dict[str, str] = {}
+    partition_by: tuple[str, ...] = ()
+    for prop in tree.args["properties"].expressions if tree.args.get("properties") else []:
+        if isinstance(prop, exp.PartitionedByProperty):
+            partition_by = tuple(e.name for e in prop.this.expressions)
+        elif type(prop) is exp.Property:
+            props[prop.name] = prop.args["value"].name
+    mode = props.get("lake.mode", "append")
+    if mode not in ("append", "merge"):
+        raise UserError(f"{path}: lake.mode must be 'append' or 'merge', not '{mode}'")
+    key = tuple(k.strip() for k in props.get("lake.key", "").split(",") if k.strip())
+    if mode == "merge" and not key:
+        raise UserError(f"{path}: a merged table needs TBLPROPERTIES ('lake.key' = 'col, ...')")
+    names = {c.name for c in columns}
+    for col in (*key, *partition_by):
+        if col not in names:
+            raise UserError(f"{path}: key or partition column '{col}' is not a column")
+    return TableDef(
+        name=name,
+        path=path,
+        columns=columns,
+        mode=mode,  # type: ignore[arg-type]
+        key=key,
+        partition_by=partition_by,
+        description=_header_comment(text),
+        properties=props,
+    )
+
+
+def load_tables(folder: Path) -> dict[str, TableDef]:
+    """All table definitions in the folder, by name."""
+    return {p.stem: load_table(p) for p in sorted(folder.glob("*.sql"))}

@@ -1,0 +1,193 @@
+"""A pipeline's plan, made without Spark: its SQL steps in order, handlers, tables and derived
+queries, and every problem found on the way as a finding with its file and line. `run` stops
+on the first error; `lint` reports them all, with its column and streaming checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlglot.errors import ParseError
+
+from engine.definitions.handler import StateHandler, load_handler_class
+from engine.definitions.pipeline import HandlerSpec, Pipeline
+from engine.definitions.sql import SqlError, SqlStep, load_step, order_steps
+from engine.definitions.tables import TableDef, load_table
+from engine.errors import UserError
+from engine.plan.findings import Finding, from_sql_error, from_user_error
+from engine.plan.queries import QueryPlan, plan_query
+
+__all__ = [
+    "Plan",
+    "check_pipeline",
+    "check_views",
+    "load_files",
+    "plan_pipeline",
+]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked pipeline: its SQL steps, handlers and tables, and the order to build views."""
+
+    pipeline: Pipeline
+    steps: Mapping[str, SqlStep]
+    handlers: Mapping[str, tuple[HandlerSpec, StateHandler]]
+    tables: Mapping[str, TableDef]
+    order: tuple[str, ...]
+    #: Per query: its streaming outputs and the steps run on each batch (engine/plan/queries.py).
+    queries: Mapping[str, QueryPlan]
+
+
+def load_files(folder: Path) -> tuple[list[SqlStep], list[Finding], set[str]]:
+    """Load every `*.sql` file of folder: the steps, one finding per file that does not load
+    (syntax, not one temp view, view named unlike its file), and the names (file stems) of
+    those files, so that views reading them are not also reported."""
+    steps: list[SqlStep] = []
+    findings: list[Finding] = []
+    broken: set[str] = set()
+    paths = sorted(folder.glob("*.sql"))
+    if not paths:
+        findings.append(Finding(folder, None, None, "no-sql", "no .sql files"))
+    for path in paths:
+        try:
+            steps.append(load_step(path))
+        except SqlError as err:
+            code = "view-name" if "must be named after its file" in err.message else "syntax"
+            findings.append(from_sql_error(err, code, path))
+            broken.add(path.stem.lower())
+    return steps, findings, broken
+
+
+def check_views(
+    pipeline: Pipeline, steps: Sequence[SqlStep], broken: Iterable[str] = ()
+) -> list[Finding]:
+    """Unknown views (each step checked alone, so every such step is reported), a view
+    defined twice, and cycles; all from `order_steps`' own errors."""
+    findings: list[Finding] = []
+    handlers = {h.name: [h.input] for h in pipeline.handlers}
+    names = {s.name for s in steps} | set(handlers) | {pipeline.source.view.lower()} | set(broken)
+    unknown: set[str] = set()
+    for step in steps:
+        try:
+            order_steps([step], provided=names - {step.name})
+        except SqlError as err:
+            findings.append(from_sql_error(err, "unknown-view", step.path))
+            unknown |= step.references - names
+    for handler in pipeline.handlers:
+        if handler.input.lower() not in names:
+            message = f"handler {handler.name} reads unknown view '{handler.input}'"
+            findings.append(Finding(pipeline.path, None, None, "unknown-view", message))
+            unknown.add(handler.input.lower())
+    try:
+        order_steps(steps, provided=names | unknown, extra=handlers)
+    except SqlError as err:
+        code = "cycle" if err.message.startswith("cycle") else "duplicate-view"
+        findings.append(from_sql_error(err, code, pipeline.path))
+    return findings
+
+
+def _load_handlers(
+    pipeline: Pipeline,
+) -> tuple[dict[str, tuple[HandlerSpec, StateHandler]], list[Finding]]:
+    handlers: dict[str, tuple[HandlerSpec, StateHandler]] = {}
+    findings: list[Finding] = []
+    for spec in pipeline.handlers:
+        try:
+            handler = load_handler_class(spec.class_path)(pipeline.settings)
+            _ = handler.timeout_mode, handler.timeout  # settings are read lazily; check them now
+        except (ValueError, ParseError) as err:
+            message = f"handler {spec.name}: {err}"
+            findings.append(Finding(pipeline.path, None, None, "handler", message))
+            continue
+        handlers[spec.name] = (spec, handler)
+    return handlers, findings
+
+
+def _once_findings(pipeline: Pipeline, handlers: Mapping[str, tuple[HandlerSpec, StateHandler]]):
+    if pipeline.source.kind == "socket":
+        # A socket has no end and cannot replay: AvailableNow would read nothing.
+        yield (
+            f"--once: pipeline {pipeline.name} reads a socket, which has no end; run without "
+            "--once and stop it with Ctrl-C, or read Kafka (--conf source.kind=kafka)"
+        )
+    for name, (_, handler) in handlers.items():
+        # Spark keeps planning batches while processing-time timers are pending, so an
+        # AvailableNow run would never end (docs/decisions.md).
+        if handler.timeout_mode == "processing_time":
+            yield (
+                f"--once: handler {name} uses processing-time timeouts, which only a "
+                "continuous run fires; run without --once or use event-time timeouts"
+            )
+
+
+def _load_tables(pipeline: Pipeline) -> tuple[dict[str, TableDef], list[Finding]]:
+    tables: dict[str, TableDef] = {}
+    findings: list[Finding] = []
+    for path in sorted(pipeline.tables_dir.glob("*.sql")):
+        try:
+            tables[path.stem] = load_table(path)
+        except UserError as err:
+            findings.append(from_user_error(err, "table", path))
+    return tables, findings
+
+
+def _sink_findings(
+    pipeline: Pipeline, tables: Mapping[str, TableDef], views: set[str]
+) -> list[Finding]:
+    problems: list[str] = []
+    for query in pipeline.queries:
+        where = f"query {query.name}"
+        for table, view in query.sinks.items():
+            if table not in tables:
+                problems.append(f"{where}: unknown table '{table}' (tables/{table}.sql)")
+            elif view.lower() not in views:
+                problems.append(f"{where}: table {table} reads unknown view '{view}'")
+        for topic, view in query.topics.items():
+            if view.lower() not in views:
+                problems.append(f"{where}: topic {topic} reads unknown view '{view}'")
+        if query.topics and "bootstrap.servers" not in pipeline.kafka:
+            problems.append(f"{where}: writes Kafka topics but the pipeline has no kafka: block")
+    return [Finding(pipeline.path, None, None, "sink", p) for p in problems]
+
+
+def _errors(findings: Sequence[Finding]) -> bool:
+    return any(f.severity == "error" for f in findings)
+
+
+def check_pipeline(pipeline: Pipeline, *, once: bool = False) -> tuple[Plan | None, list[Finding]]:
+    """Plan the pipeline, collecting every problem as a finding; the plan is None when any
+    finding is an error. `once` adds the checks of an `--once` run."""
+    steps, findings, broken = load_files(pipeline.sql_dir)
+    findings += check_views(pipeline, steps, broken)
+    handlers, handler_findings = _load_handlers(pipeline)
+    findings += handler_findings
+    if once:
+        findings += [
+            Finding(pipeline.path, None, None, "once", m)
+            for m in _once_findings(pipeline, handlers)
+        ]
+    tables, table_findings = _load_tables(pipeline)
+    findings += table_findings
+    views = {s.name for s in steps} | {h.name.lower() for h in pipeline.handlers} | broken
+    findings += _sink_findings(pipeline, tables, views)
+    if _errors(findings):
+        return None, findings
+    by_name = {s.name: s for s in steps}
+    order = order_steps(
+        steps, provided=[pipeline.source.view], extra={h.name: [h.input] for h in pipeline.handlers}
+    )
+    try:
+        queries = {q.name: plan_query(pipeline, q, by_name, order) for q in pipeline.queries}
+    except UserError as err:
+        return None, [*findings, from_user_error(err, "query", pipeline.path)]
+    return Plan(pipeline, by_name, handlers, tables, tuple(order), queries), findings
+
+
+def plan_pipeline(pipeline: Pipeline, *, once: bool = False) -> Plan:
+    """The pipeline's plan; its first error (in file order) is raised as a UserError."""
+    plan, findings = check_pipeline(pipeline, once=once)
+    if plan is None:
+        raise min((f for f in findings if f.severity == "error"), key=Finding.sort_key).error()
+    return plan

@@ -1,0 +1,340 @@
+"""What a run will do to the lake and its checkpoints, decided before any query starts (no
+Spark): the tables it creates, evolves or rebuilds, the queries it starts, resumes or rebuilds,
+and what it refuses and why. `run` stops at the first refusal; `run --dry-run` prints it all.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote, urlparse
+
+from engine.definitions.pipeline import Pipeline, QuerySpec
+from engine.errors import UserError, first_line
+from engine.lake.guard import WRITERS_DIR, check_tables, last_committed
+from engine.plan.fingerprint import (
+    Fingerprint,
+    conf_changes,
+    query_fingerprint,
+    read_fingerprint,
+    state_changes,
+)
+from engine.plan.table_changes import TableChanges, lake_table_changes
+
+if TYPE_CHECKING:
+    from engine.plan import Plan
+
+__all__ = [
+    "Deployment",
+    "QueryAction",
+    "TableAction",
+    "plan_deployment",
+    "replay_problem",
+    "set_aside",
+]
+
+
+@dataclass(frozen=True)
+class TableAction:
+    """What a run does to one table: create it, keep it, evolve its schema, rebuild it from
+    the input (`shared`: only this pipeline's rows, other pipelines write it too), or refuse."""
+
+    name: str
+    verb: Literal["create", "keep", "evolve", "rebuild", "refuse"]
+    changes: TableChanges | None = None
+    shared: bool = False
+    reasons: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The action as one line of `run --dry-run`."""
+        if self.verb == "evolve":
+            return f"table {self.name}: evolve ({self.changes.describe()})"  # type: ignore[union-attr]
+        if self.verb == "rebuild":
+            rows = "this pipeline's rows" if self.shared else "all rows"
+            return f"table {self.name}: rebuild {rows} from the input (old versions stay readable)"
+        if self.verb == "refuse":
+            return f"table {self.name}: refused: {'; '.join(self.reasons)}"
+        return f"table {self.name}: {self.verb}"
+
+
+@dataclass(frozen=True)
+class QueryAction:
+    """What a run does with one query's checkpoint, and the fingerprint it is run with."""
+
+    name: str
+    checkpoint: Path
+    verb: Literal["start", "resume", "rebuild", "refuse"]
+    fingerprint: Fingerprint = field(repr=False, compare=False)
+    reasons: tuple[str, ...] = ()
+    next_batch: int = 0
+
+    def line(self) -> str:
+        """The action as one line of `run --dry-run`."""
+        where = f"checkpoint {self.checkpoint}"
+        if self.verb == "resume":
+            return f"query {self.name}: resume at batch {self.next_batch} ({where})"
+        if self.verb == "start":
+            return f"query {self.name}: start from the beginning of the input ({where})"
+        if self.verb == "rebuild":
+            return (
+                f"query {self.name}: start again from the beginning of the input (the old "
+                f"{where} is set aside)"
+            )
+        return f"query {self.name}: refused: {'; '.join(self.reasons)}"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The plan of a run against an existing lake."""
+
+    pipeline: str
+    tables: Mapping[str, TableAction]
+    queries: Mapping[str, QueryAction]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def refusals(self) -> list[str]:
+        """Every reason the run cannot go ahead."""
+        found = [r for a in self.tables.values() for r in a.reasons]
+        found += [r for a in self.queries.values() for r in a.reasons if r not in found]
+        return found
+
+    def check(self) -> None:
+        """Raise the first refusal as a UserError."""
+        if self.refusals:
+            raise UserError(self.refusals[0])
+
+    def lines(self) -> list[str]:
+        """What the run would do, one line per table and query, for `run --dry-run`."""
+        return [
+            *(a.line() for a in self.tables.values()),
+            *(a.line() for a in self.queries.values()),
+            *self.notes,
+        ]
+
+
+def _other_pipelines(path: Path, pipeline: str) -> list[str]:
+    """The other pipelines that have written a table (engine/lake/guard.py keeps a file per
+    pipeline and query that writes it)."""
+    folder = path / WRITERS_DIR
+    found = {p.name.split(".")[0] for p in folder.glob("*.json")} if folder.is_dir() else set()
+    return sorted(found - {pipeline})
+
+
+def _rebuild_hint(pipeline: str, tables: Sequence[str]) -> str:
+    return (
+        f"undo the change, or run with --full-refresh to rebuild {', '.join(tables)} of "
+        f"{pipeline} from the input"
+    )
+
+
+def _files_gone(checkpoint: Path) -> list[str]:
+    """Input files the checkpoint read that are no longer there (Spark's file-source log:
+    `sources/0/<batch>` files of JSON lines, each with a file's URI)."""
+    log = checkpoint / "sources" / "0"
+    gone: list[str] = []
+    entries = sorted(log.iterdir()) if log.is_dir() else []
+    for entry in [e for e in entries if e.name.removesuffix(".compact").isdigit()]:
+        for line in entry.read_text().splitlines()[1:]:
+            path = unquote(urlparse(json.loads(line)["path"]).path)
+            if not Path(path).exists() and path not in gone:
+                gone.append(path)
+    return gone
+
+
+def _kafka_start_lost(pipeline: Pipeline) -> str | None:
+    from engine.sources import kafka_options
+    from engine.sources.kafka import KafkaOptions, log_starts
+
+    options = KafkaOptions.parse(kafka_options(pipeline.source, pipeline.kafka))
+    lost = {p: start for p, start in log_starts(options).items() if start > 0}
+    if not lost:
+        return None
+    part, start = min(lost.items())
+    return (
+        f"kafka topic {options.topic} partition {part} starts at offset {start}: its retention "
+        "no longer holds the start, so a replay would miss messages"
+    )
+
+
+def replay_problem(pipeline: Pipeline, checkpoint: Path, *, input_path: str | None) -> str | None:
+    """Why the pipeline's source cannot be read again from its start, or None."""
+    kind = "files" if input_path else pipeline.source.kind
+    if kind == "socket":
+        return f"pipeline {pipeline.name} reads a socket, which cannot send its lines again"
+    if kind == "files":
+        gone = _files_gone(checkpoint)
+        if gone:
+            return f"input file {gone[0]} was read before and is gone ({len(gone)} gone in all)"
+    if kind == "kafka":
+        return _kafka_start_lost(pipeline)
+    return None
+
+
+def _table_action(plan: Plan, name: str, lake: Path, *, rebuild: bool) -> TableAction:
+    table = plan.tables[name]
+    path = lake / name
+    others = _other_pipelines(path, plan.pipeline.name)
+    if rebuild and not others:
+        return TableAction(name, "rebuild")  # a rebuilt table takes the DDL as it is now
+    try:
+        changes = lake_table_changes(table, path)
+    except Exception:  # a log that does not read: the query's lake guard names the damage
+        return TableAction(name, "keep")
+    reasons = list(changes.refused) if changes else []
+    if rebuild:
+        if "pipeline" not in table.column_names:
+            reasons.append(
+                f"table {name}: also written by {', '.join(others)}, and it has no pipeline "
+                f"column to tell {plan.pipeline.name}'s rows apart: it cannot be rebuilt alone"
+            )
+        elif reasons:
+            reasons = [f"{r} (also written by {', '.join(others)})" for r in reasons]
+    if reasons and not others:
+        reasons = [f"{r}; {_rebuild_hint(plan.pipeline.name, [name])}" for r in reasons]
+    if reasons:
+        return TableAction(name, "refuse", changes, bool(others), tuple(reasons))
+    if rebuild:
+        return TableAction(name, "rebuild", changes, shared=True)
+    if changes is None:
+        return TableAction(name, "create")
+    return TableAction(name, "evolve" if changes.evolves else "keep", changes)
+
+
+def _query_action(
+    plan: Plan,
+    spec: QuerySpec,
+    checkpoint: Path,
+    *,
+    tables: Mapping[str, TableAction],
+    conf: Mapping[str, str],
+    lake: Path,
+    rebuild: bool,
+    new_checkpoint: bool,
+    input_path: str | None,
+) -> QueryAction:
+    fingerprint = query_fingerprint(
+        plan.queries[spec.name],
+        steps=plan.steps,
+        handlers={n: h for n, (_, h) in plan.handlers.items()},
+        tables=plan.tables,
+    )
+    committed = last_committed(checkpoint)
+    reasons = [f"table {t} cannot take the change" for t in spec.sinks if tables[t].reasons]
+    if rebuild:
+        problem = replay_problem(plan.pipeline, checkpoint, input_path=input_path)
+        if problem:
+            reasons.insert(0, f"--full-refresh: {problem}; the tables were left as they are")
+        verb = "refuse" if reasons else "rebuild"
+        return QueryAction(spec.name, checkpoint, verb, fingerprint, tuple(reasons))
+    try:
+        check_tables(
+            pipeline=plan.pipeline.name,
+            query=spec.name,
+            checkpoint=checkpoint,
+            tables={t: lake / t for t in spec.sinks},
+            new_checkpoint=new_checkpoint,
+        )
+    except UserError as err:
+        reasons.append(first_line(err))
+    if committed is not None:
+        old = read_fingerprint(checkpoint)
+        changed = state_changes(old, fingerprint) if old else []
+        changed += conf_changes(checkpoint, conf)
+        hint = _rebuild_hint(plan.pipeline.name, list(spec.sinks))
+        reasons += [
+            f"{c}: checkpoint {checkpoint} cannot resume from this; {hint}" for c in changed
+        ]
+    if reasons:
+        return QueryAction(spec.name, checkpoint, "refuse", fingerprint, tuple(reasons))
+    if committed is None:
+        return QueryAction(spec.name, checkpoint, "start", fingerprint)
+    return QueryAction(spec.name, checkpoint, "resume", fingerprint, next_batch=committed + 1)
+
+
+def _rebuilt_queries(pipeline: Pipeline, full_refresh: Sequence[str] | None) -> set[str]:
+    """The queries a full refresh starts again. A query's tables share its checkpoint, so
+    rebuilding one replays the input into all of them; and every query of the pipeline that
+    writes a rebuilt table starts again too, or its rows would be lost."""
+    if full_refresh is None:
+        return set()
+    tables = set(full_refresh or pipeline.tables)
+    rebuilt: set[str] = set()
+    while True:
+        more = {q.name for q in pipeline.queries if tables & set(q.sinks)} - rebuilt
+        if not more:
+            return rebuilt
+        rebuilt |= more
+        tables |= {t for q in pipeline.queries if q.name in more for t in q.sinks}
+
+
+def plan_deployment(
+    plan: Plan,
+    *,
+    lake: Path,
+    checkpoint_root: Path,
+    conf: Mapping[str, str],
+    new_checkpoint: bool = False,
+    full_refresh: Sequence[str] | None = None,
+    input_path: str | None = None,
+) -> Deployment:
+    """Plan a run of `plan` against the lake and checkpoints as they are. `conf` holds the
+    run's values of the settings Spark pins in a checkpoint; `full_refresh` lists the tables to
+    rebuild (empty: all of the pipeline's; None: none)."""
+    pipeline = plan.pipeline
+    if full_refresh:
+        unknown = sorted(set(full_refresh) - set(pipeline.tables))
+        if unknown:
+            raise UserError(
+                f"--full-refresh {unknown[0]}: not a table of pipeline {pipeline.name} "
+                f"(its tables: {', '.join(pipeline.tables)})"
+            )
+    rebuilt = _rebuilt_queries(pipeline, full_refresh)
+    tables: dict[str, TableAction] = {}
+    for q in pipeline.queries:
+        for name in q.sinks:
+            if name not in tables:
+                tables[name] = _table_action(plan, name, lake, rebuild=q.name in rebuilt)
+    queries = {
+        q.name: _query_action(
+            plan,
+            q,
+            checkpoint_root / pipeline.name / q.name,
+            tables=tables,
+            conf=conf,
+            lake=lake,
+            rebuild=q.name in rebuilt,
+            new_checkpoint=new_checkpoint,
+            input_path=input_path,
+        )
+        for q in pipeline.queries
+    }
+    notes = [
+        f"topic {topic}: the replay sends its messages again"
+        for q in pipeline.queries
+        if q.name in rebuilt
+        for topic in q.topics
+    ]
+    if full_refresh:
+        extra = sorted({t for q in pipeline.queries if q.name in rebuilt for t in q.sinks})
+        extra = [t for t in extra if t not in full_refresh]
+        if extra:
+            notes.append(
+                f"--full-refresh also rebuilds {', '.join(extra)}: they share a query (and its "
+                "checkpoint) with the tables named"
+            )
+    return Deployment(pipeline.name, tables, queries, tuple(notes))
+
+
+def set_aside(checkpoint: Path) -> Path | None:
+    """Move a checkpoint out of the way before a rebuild (kept, in case it is wanted back)."""
+    if not checkpoint.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = checkpoint.with_name(f"{checkpoint.name}.before-full-refresh-{stamp}")
+    checkpoint.rename(target)
+    return target

@@ -1,0 +1,275 @@
+"""`quality`: validate the lake's Delta tables with their Great Expectations suites, and report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pds
+from deltalake import DeltaTable
+
+from engine.definitions.tables import TableDef, load_tables
+from engine.errors import UserError
+from engine.lake.values import json_safe
+from engine.project import PROJECT, Project
+from engine.quality.html import write_report_html
+from engine.quality.suites import Suite, load_suites
+from engine.query import lake_tables
+
+__all__ = ["Outcome", "QualityReport", "TableResult", "default_report_dir", "validate_lake"]
+
+_DOCS_SITE = "quality"
+_COLUMN_ARGS = ("column", "column_A", "column_B", "column_list")
+
+
+def default_report_dir(lake: Path) -> Path:
+    """Where reports go unless `--report` says otherwise."""
+    return lake / "_quality"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One expectation's result."""
+
+    expectation: str
+    success: bool
+    unexpected_count: int | None
+    observed_value: Any = None
+
+    def describe(self) -> str:
+        """E.g. `expect_column_values_to_be_unique(customer_id) 1 unexpected`."""
+        if self.unexpected_count is not None:
+            return f"{self.expectation} {self.unexpected_count} unexpected"
+        return f"{self.expectation} observed {self.observed_value}"
+
+
+@dataclass(frozen=True)
+class TableResult:
+    """The validation of one table at one Delta version."""
+
+    table: str
+    version: int
+    scope: str
+    rows: int
+    passed: bool
+    expectations: list[Outcome] = field(default_factory=list)
+
+    def line(self) -> str:
+        """The one line printed per table."""
+        rows = f"{self.rows:,} row{'' if self.rows == 1 else 's'}"
+        where = f"version {self.version}, {self.scope}, {rows}"
+        failed = [o for o in self.expectations if not o.success]
+        if not failed:
+            return f"{self.table}: passed ({len(self.expectations)} expectations; {where})"
+        detail = "; ".join(o.describe() for o in failed)
+        return f"{self.table}: FAILED {len(failed)} of {len(self.expectations)}: {detail} ({where})"
+
+
+@dataclass
+class QualityReport:
+    """Every table's result, and where the report files are."""
+
+    report_dir: Path
+    results: list[TableResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when every validated table passed."""
+        return all(r.passed for r in self.results)
+
+    @property
+    def summary_path(self) -> Path:
+        """The machine-readable summary."""
+        return self.report_dir / "summary.json"
+
+    @property
+    def page(self) -> Path:
+        """The report page a person opens (self-contained HTML)."""
+        return self.report_dir / "index.html"
+
+    @property
+    def docs_index(self) -> Path:
+        """The Data Docs home page."""
+        return self.report_dir / "data_docs" / "index.html"
+
+    def print(self, out: TextIO) -> None:
+        """One line per table, then where the report is."""
+        for name in self.skipped:
+            out.write(f"{name}: skipped (not in the lake)\n")
+        for r in self.results:
+            out.write(r.line() + "\n")
+        out.write(
+            f"quality report: {self.page} (summary: {self.summary_path}; "
+            f"Data Docs: {self.docs_index})\n"
+        )
+
+
+def _label(config: Any) -> str:
+    kwargs = config.kwargs
+    cols: list[str] = []
+    for arg in _COLUMN_ARGS:
+        value = kwargs.get(arg)
+        cols.extend(value if isinstance(value, list) else [value] if value else [])
+    return f"{config.type}({', '.join(cols)})"
+
+
+class _Validator:
+    """An ephemeral GX context (nothing written to the project) whose Data Docs go to a folder."""
+
+    def __init__(self, docs_dir: Path) -> None:
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self._gx = gx
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.enable_analytics(False)
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        # The ephemeral context's default site lives in a temp folder; only ours is wanted.
+        for site in list(self.context.list_data_docs_sites()):
+            self.context.delete_data_docs_site(site)
+        self.context.add_data_docs_site(
+            _DOCS_SITE,
+            {
+                "class_name": "SiteBuilder",
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(docs_dir),
+                },
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+        self.source = self.context.data_sources.add_pandas("lake")
+
+    def validate(self, suite: Suite, frame: pd.DataFrame) -> list[Outcome]:
+        """Run the suite over the frame; results are kept for Data Docs."""
+        gx = self._gx
+        gx_suite = self.context.suites.add(gx.ExpectationSuite(name=suite.table))
+        for e in suite.expectations:
+            gx_suite.add_expectation(e.copy())
+        batch = self.source.add_dataframe_asset(suite.table).add_batch_definition_whole_dataframe(
+            "current"
+        )
+        definition = self.context.validation_definitions.add(
+            gx.ValidationDefinition(name=suite.table, data=batch, suite=gx_suite)
+        )
+        result = definition.run(
+            batch_parameters={"dataframe": frame}, result_format={"result_format": "SUMMARY"}
+        )
+        return [
+            Outcome(
+                expectation=_label(r.expectation_config),
+                success=bool(r.success),
+                unexpected_count=r.result.get("unexpected_count"),
+                observed_value=r.result.get("observed_value"),
+            )
+            for r in result.results
+        ]
+
+    def build_docs(self) -> None:
+        """Write the Data Docs site for everything validated."""
+        self.context.build_data_docs(site_names=[_DOCS_SITE])
+
+
+def _rows_since(path: Path, version: int) -> pa.Table:
+    """Rows of the data files added after `version` (an appended table only adds files)."""
+    current = DeltaTable(str(path)).to_pyarrow_dataset()
+    old = {
+        f.path for f in DeltaTable(str(path), version=version).to_pyarrow_dataset().get_fragments()
+    }
+    new = [f for f in current.get_fragments() if f.path not in old]
+    return pds.FileSystemDataset(new, current.schema, current.format, current.filesystem).to_table()
+
+
+def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.Table]:
+    delta = DeltaTable(str(path))
+    version = delta.version()
+    if since is None or since > version:  # never validated, or the table was recreated
+        return version, "whole table", delta.to_pyarrow_table()
+    if table.mode == "merge":
+        # A merge rewrites rows in place: the only sound check of a key is the whole table.
+        return version, "whole table (merged)", delta.to_pyarrow_table()
+    if since == version:
+        return version, f"no rows added since version {since}", table.arrow_schema.empty_table()
+    return version, f"rows added since version {since}", _rows_since(path, since)
+
+
+def _jsonable(value: Any) -> Any:
+    # Observed values can be NaN or infinite: the summary stays JSON (engine/lake/values.py).
+    return json.loads(json.dumps(json_safe(value), default=str, allow_nan=False))
+
+
+def _load_state(path: Path) -> dict[str, int]:
+    if not path.is_file():
+        return {}
+    try:
+        return {k: int(v["version"]) for k, v in json.loads(path.read_text()).items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"{path}: not a quality state file (delete it to start over)") from None
+
+
+def validate_lake(
+    lake: Path,
+    report_dir: Path | None = None,
+    tables: Sequence[str] = (),
+    *,
+    since_last: bool = False,
+    now: dt.datetime | None = None,
+    project: Project = PROJECT,
+) -> QualityReport:
+    """Validate the named tables (default: every table with a suite) and write the reports."""
+    present = lake_tables(lake)
+    defs = load_tables(project.tables)
+    suites = load_suites({n: t.arrow_schema for n, t in defs.items()}, project.suites)
+    for name in tables:
+        if name not in suites:
+            have = ", ".join(suites)
+            raise UserError(f"quality: no suite quality/suites/{name}.yaml (have: {have})")
+        if name not in present:
+            raise UserError(f"quality: table '{name}' is not in the lake {lake}")
+    report = QualityReport(report_dir or default_report_dir(lake))
+    names = list(dict.fromkeys(tables)) or list(suites)
+    report.skipped = [n for n in names if n not in present]
+    state_path = report.report_dir / "state.json"
+    state = _load_state(state_path)
+    now = now or dt.datetime.now(dt.UTC)
+    validator = _Validator(report.report_dir / "data_docs")
+    for name in (n for n in names if n in present):
+        version, scope, data = _read(
+            defs[name], present[name], state.get(name) if since_last else None
+        )
+        outcomes = (
+            validator.validate(suites[name], suites[name].frame(data, now)) if len(data) else []
+        )
+        report.results.append(
+            TableResult(
+                table=name,
+                version=version,
+                scope=scope,
+                rows=len(data),
+                passed=all(o.success for o in outcomes),
+                expectations=outcomes,
+            )
+        )
+        state[name] = version
+    report.report_dir.mkdir(parents=True, exist_ok=True)
+    validator.build_docs()
+    summary = {
+        "validated_at": now.isoformat(),
+        "lake": str(lake),
+        "passed": report.passed,
+        "skipped": report.skipped,
+        "tables": {r.table: _jsonable(asdict(r)) for r in report.results},
+    }
+    report.summary_path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    write_report_html(summary, report.report_dir, report.docs_index.parent)
+    state_path.write_text(
+        json.dumps({k: {"version": v} for k, v in sorted(state.items())}, indent=2) + "\n"
+    )
+    return report

@@ -1,0 +1,203 @@
+"""The embedded engine of `query`: Spark SQL transpiled by sqlglot, run by DuckDB in memory.
+
+The query's tables arrive as Arrow (read with delta-rs, `engine.query.read_tables`) and are
+registered in a fresh in-memory DuckDB connection under their names. The connection then
+loses file-system access and its configuration is locked, so a query can only read those
+tables. sqlglot's Spark-to-DuckDB translation is completed here for what the lake's queries
+use and sqlglot leaves out or gets different from Spark:
+
+* `window(ts, '5 minutes')` (tumbling) becomes a struct of DuckDB `time_bucket` start and end,
+  aligned to the epoch as Spark does; sliding windows (a slide shorter than the window) are
+  refused with a pointer to `--engine spark`;
+* `unix_timestamp(ts)` of a timestamp column gives whole epoch seconds;
+* `date_add`, `date_sub` and `add_months` stay DATEs (DuckDB's date + interval is a TIMESTAMP);
+* `LATERAL VIEW [OUTER] explode(...)` becomes `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
+  OUTER, keeping rows with an empty or NULL array as Spark does);
+* output columns without an alias get Spark-like names (`count(1)`, `sum(price)`, `hour(ts)`);
+* integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
+* `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
+* hints are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+
+from engine.definitions.durations import parse_duration
+from engine.definitions.sql import SparkStreaming
+from engine.errors import UserError, first_line
+from engine.query import LATEST, Snapshot, parse_query, read_tables
+from engine.query.functions import check_bare_names
+
+__all__ = ["connect", "run_duckdb", "to_duckdb_sql"]
+
+SPARK_HINT = "try --engine spark"
+
+_EPOCH = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
+# The format sqlglot fills in for Spark's one-argument unix_timestamp(x).
+_DEFAULT_UNIX_FORMAT = sqlglot.parse_one("unix_timestamp(x)", read=SparkStreaming).args["format"]
+
+
+def _duckdb_expr(sql: str) -> exp.Expr:
+    return sqlglot.parse_one(sql, read="duckdb")
+
+
+def _interval(arg: exp.Expr, what: str) -> str:
+    try:
+        if not (isinstance(arg, exp.Literal) and arg.is_string):
+            raise ValueError("not a string literal")
+        return parse_duration(arg.name).interval_sql()
+    except ValueError:
+        raise UserError(
+            f"query: window(): {what} must be a literal like '5 minutes', got "
+            f"{arg.sql(dialect='spark')} ({SPARK_HINT})"
+        ) from None
+
+
+def _window(call: exp.Anonymous) -> exp.Expr:
+    """Spark's tumbling `window(ts, duration)` as a struct(start, end) of time buckets."""
+    args = call.expressions
+    if len(args) not in (2, 3):
+        raise UserError(
+            f"query: {call.sql(dialect='spark')}: the DuckDB engine knows window(ts, duration) "
+            f"and window(ts, duration, same slide) only ({SPARK_HINT})"
+        )
+    size = _interval(args[1], "the duration")
+    if len(args) == 3 and _interval(args[2], "the slide") != size:
+        raise UserError(
+            f"query: {call.sql(dialect='spark')}: sliding windows are not supported by the "
+            f"DuckDB engine ({SPARK_HINT})"
+        )
+    ts = f"CAST(({args[0].sql(dialect='duckdb')}) AS TIMESTAMPTZ)"
+    start = f"time_bucket({size}, {ts}, {_EPOCH})"
+    return _duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})')
+
+
+def _lateral_to_join(select: exp.Select) -> None:
+    """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
+    for lateral in list(select.args.get("laterals") or []):
+        if not lateral.args.get("view") or not isinstance(lateral.this, exp.Explode):
+            continue
+        alias = lateral.args.get("alias")
+        unnest = exp.Unnest(expressions=[lateral.this.this.copy()], alias=alias and alias.copy())
+        outer = bool(lateral.args.get("outer"))
+        join = exp.Join(
+            this=unnest,
+            kind=None if outer else "CROSS",
+            side="LEFT" if outer else None,
+            on=exp.true() if outer else None,
+        )
+        lateral.pop()
+        select.append("joins", join)
+
+
+def _spark_name(projection: exp.Expr) -> str:
+    """Roughly the name Spark gives an unaliased output expression."""
+    if isinstance(projection, exp.Count) and isinstance(projection.this, exp.Star):
+        return "count(1)"
+    if isinstance(projection, exp.Explode):
+        return "col"
+    if isinstance(projection, exp.Anonymous) and projection.name.lower() == "window":
+        return "window"
+    named = projection.copy()
+    for paren in list(named.find_all(exp.Paren)):
+        paren.replace(paren.this)
+    for column in list(named.find_all(exp.Column)):
+        column.replace(exp.column(column.name))
+    for literal in list(named.find_all(exp.Literal)):
+        if literal.is_string:
+            literal.replace(exp.var(literal.name))
+    for binary in list(named.find_all(exp.Binary)):
+        if not isinstance(binary, exp.Dot):
+            binary.replace(exp.Paren(this=binary.copy()))
+    if isinstance(named, exp.Binary) and not isinstance(named, exp.Dot):
+        named = exp.Paren(this=named)
+    return named.sql(dialect="spark", normalize_functions="lower")
+
+
+def _name_outputs(select: exp.Select) -> None:
+    for projection in list(select.expressions):
+        if isinstance(projection, exp.Alias | exp.Column | exp.Star | exp.Dot):
+            continue
+        projection.replace(exp.alias_(projection.copy(), _spark_name(projection), quoted=True))
+
+
+def to_duckdb_sql(tree: exp.Query) -> str:
+    """The DuckDB SQL for a parsed Spark SQL query (see the module docstring for the rewrites)."""
+    tree = tree.copy()
+    outer = tree if isinstance(tree, exp.Select) else None
+    if outer is not None:
+        _name_outputs(outer)
+    for hint in list(tree.find_all(exp.Hint)):
+        hint.pop()  # Spark's planner hints (BROADCAST, REPARTITION, ...) mean nothing here
+    for day in list(tree.find_all(exp.DayOfWeek, exp.Extract)):
+        if isinstance(day, exp.Extract) and day.name.upper() not in ("DOW", "DAYOFWEEK"):
+            continue
+        day.replace(exp.Paren(this=exp.Add(this=day.copy(), expression=exp.Literal.number(1))))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "window":
+            call.replace(_window(call))
+    for to_unix in list(tree.find_all(exp.StrToUnix)):
+        if to_unix.args.get("format") == _DEFAULT_UNIX_FORMAT:
+            ts = f"CAST(({to_unix.this.sql(dialect='duckdb')}) AS TIMESTAMPTZ)"
+            seconds = f"CAST(FLOOR(epoch({ts})) AS BIGINT)"
+            to_unix.replace(_duckdb_expr(seconds))
+    for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
+        date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
+    for select in list(tree.find_all(exp.Select)):
+        _lateral_to_join(select)
+    try:
+        return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except sqlglot.errors.SqlglotError as err:
+        raise UserError(
+            f"query: cannot translate to DuckDB: {first_line(err)} ({SPARK_HINT})"
+        ) from None
+
+
+def _spark_types(result: pa.Table) -> pa.Table:
+    """DuckDB's HUGEINT (sum of integers) arrives as DECIMAL(38, 0); Spark gives BIGINT."""
+    for i, field in enumerate(result.schema):
+        if pa.types.is_decimal(field.type) and field.type.scale == 0 and field.type.precision == 38:
+            try:
+                column = pc.cast(result.column(i), pa.int64())
+            except pa.ArrowInvalid:
+                continue
+            result = result.set_column(i, field.name, column)
+    return result
+
+
+def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with these Arrow tables registered under their names, in UTC,
+    without file-system access or extension loading, and with its configuration locked."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    for name, data in tables.items():
+        con.register(name, data)
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
+    """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
+    tree = parse_query(sql)
+    duck_sql = to_duckdb_sql(tree)
+    tables = read_tables(tree, lake, snapshot)
+    check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
+    con = connect(tables)
+    try:
+        return _spark_types(con.sql(duck_sql).to_arrow_table())
+    except duckdb.Error as err:
+        first = first_line(err)
+        raise UserError(f"query: DuckDB: {first} ({SPARK_HINT})") from None
+    finally:
+        con.close()

@@ -1,0 +1,84 @@
+"""The stateless end of a query, run on each micro-batch: from the rows its streaming part
+emitted to the DataFrames of its tables and topics (plan in engine/plan/queries.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from engine.definitions.tables import TableDef
+from engine.errors import UserError
+from engine.plan import Plan
+from engine.plan.queries import QueryPlan
+from engine.runtime.errors import spark_error_line
+from engine.runtime.handler_adapter import handler_rows, passthrough_rows
+
+__all__ = ["BatchViews"]
+
+
+class BatchViews:
+    """Binds a batch's rows to the views they stand for, runs the batch steps' SQL on them and
+    selects each sink's columns, cast to its table's types."""
+
+    def __init__(self, plan: Plan, query: QueryPlan) -> None:
+        self.plan = plan
+        self.query = query
+        #: What each target is written as (a table, or a topic's message), in target order;
+        #: set by `check` before the query starts.
+        self.tables: list[TableDef] = []
+        #: Each handler input's columns, as the passthrough rows carry them; set by `check`.
+        self.input_columns: dict[str, list[str]] = {}
+
+    def _bind(self, rows: DataFrame) -> None:
+        for i, output in enumerate(self.query.outputs):
+            part = rows.where(F.col("_out") == i).select(f"_o{i}.*")
+            if output.handlers is None:
+                part.createOrReplaceTempView(output.view)  # type: ignore[arg-type]
+                continue
+            for name in output.handlers.names:
+                handler = self.plan.handlers[name][1]
+                handler_rows(part, name, handler).createOrReplaceTempView(name)
+            if output.passthrough:
+                inputs = self.input_columns[output.handlers.input]
+                passthrough_rows(part, inputs).createOrReplaceTempView(output.handlers.input)
+
+    def __call__(self, rows: DataFrame) -> list[DataFrame]:
+        """One DataFrame per sink, in sink order, computed from the batch's `rows`."""
+        spark = rows.sparkSession
+        self._bind(rows)
+        for name in self.query.batch_steps:
+            step = self.plan.steps[name]
+            try:
+                spark.sql(step.sql)
+            except PySparkException as err:
+                raise UserError(f"{step.path}: {spark_error_line(err)}") from None
+        return [
+            self._select(spark.table(view), table, view)
+            for table, view in zip(self.tables, self.query.targets, strict=True)
+        ]
+
+    @staticmethod
+    def _select(df: DataFrame, table: TableDef, view: str) -> DataFrame:
+        missing = [c.name for c in table.columns if c.name not in df.columns]
+        if missing:
+            raise UserError(
+                f"{table.path}: view '{view}' lacks column(s) {', '.join(missing)} "
+                f"of table {table.name}"
+            )
+        return df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in table.columns])
+
+    def check(self, spark: SparkSession, schema: StructType, tables: Sequence[TableDef]) -> None:
+        """Set the sinks' `tables` and run the batch steps once on no rows of the stream's
+        `schema`, in a session of their own, so a missing column or a SQL error stops the run
+        before any query starts."""
+        self.tables = list(tables)
+        for output in self.query.outputs:
+            if output.handlers is not None and output.passthrough:
+                self.input_columns[output.handlers.input] = spark.table(
+                    output.handlers.input
+                ).columns
+        self(spark.newSession().createDataFrame([], schema))

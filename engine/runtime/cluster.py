@@ -1,0 +1,110 @@
+"""Running on a Spark cluster: check the master answers, ship the project's code to executors.
+
+A local master runs executors on this machine, in this interpreter's environment. A cluster
+(standalone `spark://`, YARN, Kubernetes) or a Spark Connect server does not: its Python
+workers must be told which interpreter to run, and they need the project's packages (`engine`,
+`handlers`: the state handlers are pickled by reference) whatever their working directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pyspark.sql import SparkSession
+
+from engine.errors import UserError
+from engine.project import PROJECT
+
+__all__ = ["PACKAGES", "check_reachable", "executor_conf", "project_zip", "ship_project"]
+
+#: The project's Python packages that code running on executors imports.
+PACKAGES = ("engine", "handlers")
+CONNECT_TIMEOUT_S = 5.0
+_CONNECT_PORT = 15002  # Spark Connect's default port
+
+
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def _endpoints(key: str, url: str) -> list[tuple[str, int]]:
+    """host:port pairs of a `spark://h1:p1,h2:p2` master or an `sc://host[:port]` remote."""
+    if key == "spark.remote":
+        parts = urlsplit(url)
+        return [(parts.hostname or "localhost", parts.port or _CONNECT_PORT)]
+    hosts = url.removeprefix("spark://").split("/")[0]
+    found = []
+    for host_port in hosts.split(","):
+        host, _, port = host_port.rpartition(":")
+        if host and port.isdigit():
+            found.append((host.strip("[]"), int(port)))
+    return found
+
+
+def check_reachable(settings: Mapping[str, str]) -> None:
+    """Fail in one line, before Spark starts, when no standalone master or Connect server
+    answers: Spark itself retries for about a minute and then leaves a stopped session."""
+    remote = settings.get("spark.remote")
+    key, url = ("spark.remote", remote) if remote else ("spark.master", settings["spark.master"])
+    if not url or not url.startswith(("spark://", "sc://")):
+        return  # local, yarn, k8s: Spark reports those itself, quickly
+    if remote and importlib.util.find_spec("grpc") is None:
+        raise UserError(
+            f"--conf spark.remote={url}: this Python lacks Spark Connect's client "
+            "(pip install 'pyspark[connect]')"
+        )
+    endpoints = _endpoints(key, url)
+    if not endpoints:
+        raise UserError(f"--conf {key}={url}: expected {url.split('://')[0]}://HOST:PORT")
+    reasons = []
+    for host, port in endpoints:
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                return
+        except OSError as err:
+            reasons.append(f"{host}:{port} {err.strerror or err}")
+    raise UserError(f"--conf {key}={url}: unreachable ({'; '.join(reasons)})")
+
+
+def executor_conf(settings: Mapping[str, str]) -> dict[str, str]:
+    """Settings that make a cluster's executors run this interpreter (unless set already)."""
+    if settings.get("spark.remote") or _is_local(settings.get("spark.master", "")):
+        return {}  # local executors inherit this environment; a Connect server has its own
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    conf = {"spark.executorEnv.PYSPARK_PYTHON": python, "spark.pyspark.python": python}
+    return {k: v for k, v in conf.items() if k not in settings}
+
+
+def project_zip(folder: Path) -> Path:
+    """A zip of the project's packages (sources only) in `folder`, for executors' sys.path."""
+    target = folder / "streamlake_project.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in PACKAGES:
+            for path in sorted((PROJECT.root / package).rglob("*.py")):
+                archive.write(path, path.relative_to(PROJECT.root).as_posix())
+    return target
+
+
+def ship_project(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    """Add the project's packages to the executors' Python path when they run elsewhere."""
+    remote = bool(settings.get("spark.remote"))
+    if not remote and _is_local(settings.get("spark.master", "")):
+        return  # local executors import the project as the driver does
+    folder = Path(tempfile.mkdtemp(prefix="streamlake-pyfiles-"))
+    # Spark serves the file from this path for the whole run; remove it at exit.
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    archive = project_zip(folder)
+    if remote:
+        spark.addArtifacts(str(archive), pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(str(archive))

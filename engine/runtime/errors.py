@@ -1,0 +1,33 @@
+"""Spark's errors as the one line a user sees: ours when our code raised in a worker."""
+
+from __future__ import annotations
+
+import re
+
+from engine.errors import KafkaUnavailable, UserError, first_line
+
+__all__ = ["as_user_error", "spark_error_line"]
+
+
+# Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
+_OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
+
+
+def spark_error_line(err: Exception) -> str:
+    """The first meaningful line of a Spark error, without the JVM stack trace."""
+    text = str(getattr(err, "getMessage", lambda: "")() or err).strip()
+    own = _OWN_ERROR.search(text)
+    if own:
+        return own.group(2).strip()
+    return first_line(text) if text else type(err).__name__
+
+
+def as_user_error(err: Exception, prefix: str = "") -> Exception:
+    """The error to raise for a failed Spark job: ours (UserError, KafkaUnavailable) when it
+    came from our code in a worker, else a RuntimeError; both as one line after `prefix`."""
+    text = str(getattr(err, "getMessage", lambda: "")() or err)
+    own = _OWN_ERROR.search(text)
+    kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
+        own.group(1) if own else "", RuntimeError
+    )
+    return kind(prefix + spark_error_line(err))

@@ -1,0 +1,104 @@
+"""Live progress per query and the end-of-run accounting, from Spark's progress events."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
+
+__all__ = ["ProgressListener", "QueryTotals"]
+
+
+@dataclass
+class QueryTotals:
+    """What one query did in this run, summed over its batches."""
+
+    batches: int = 0
+    last_batch: int = -1
+    source_rows: int = 0  # input records read, each counted once
+    accepted: int = 0  # rows kept by deduplication (new keys)
+    duplicates: int = 0
+    late: int = 0
+    sink_rows: int = 0  # rows Spark's own sink wrote (a query without foreachBatch)
+    # The query has a deduplication step, so the three counts above mean something.
+    deduplicates: bool = False
+
+
+def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int] | None:
+    # The planner allows one deduplication per query (engine/plan), so the first is it.
+    for op in operators:
+        if op.operatorName.startswith("dedupe"):
+            duplicates = int(op.customMetrics.get("numDroppedDuplicateRows", 0))
+            return op.numRowsUpdated, duplicates, op.numRowsDroppedByWatermark
+    return None
+
+
+class ProgressListener(StreamingQueryListener):
+    """Prints one line per batch that did something, and sums totals per query name."""
+
+    def __init__(self, out: TextIO = sys.stdout, *, quiet: bool = False) -> None:
+        self.out = out
+        self.quiet = quiet
+        # Each table of a query is a branch that reads the source itself; Spark counts every
+        # read, so input rows are divided by the branches to count input records once.
+        self.branches: dict[str, int] = {}
+        self.totals: dict[str, QueryTotals] = {}
+        self._lock = threading.Lock()
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        with self._lock:
+            self.totals.setdefault(event.name or str(event.id), QueryTotals())
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        p = event.progress
+        name = p.name or str(p.id)
+        dedupe = _dedupe_counts(p.stateOperators)
+        accepted, duplicates, late = dedupe or (0, 0, 0)
+        state_rows = sum(op.numRowsTotal for op in p.stateOperators)
+        watermark = p.eventTime.get("watermark")
+        with self._lock:
+            t = self.totals.setdefault(name, QueryTotals())
+            t.batches += 1
+            t.last_batch = max(t.last_batch, p.batchId)
+            branches = self.branches.get(name, 1)
+            rows_in = p.numInputRows // branches
+            rate = p.processedRowsPerSecond / branches
+            t.source_rows += rows_in
+            t.accepted += accepted
+            t.duplicates += duplicates
+            t.late += late
+            t.sink_rows += max(0, p.sink.numOutputRows)
+            t.deduplicates |= dedupe is not None
+        if not self.quiet and (rows_in or t.batches == 1):
+            self.out.write(
+                f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "
+                f"{rate:,.0f} rows/s, state {state_rows:,} rows, "
+                f"watermark {(watermark or '-').replace('T', ' ').rstrip('Z')}\n"
+            )
+            self.out.flush()
+
+    def wait_for(self, name: str, batch_id: int, timeout_s: float = 10.0) -> None:
+        """Progress events arrive asynchronously: wait until the query's last batch is in."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                t = self.totals.get(name)
+                if t is not None and t.last_batch >= batch_id:
+                    return
+            time.sleep(0.05)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        pass
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        pass

@@ -1,0 +1,387 @@
+"""Runs a pipeline: build its views, start one streaming query per query spec, stop cleanly."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import reduce
+from pathlib import Path
+from typing import Literal, TextIO
+
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
+from engine.errors import KafkaUnavailable, UserError
+from engine.lake.guard import release_table
+from engine.plan import Plan
+from engine.plan.deployment import Deployment, plan_deployment, set_aside
+from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
+from engine.runtime.batch_views import BatchViews
+from engine.runtime.errors import as_user_error
+from engine.runtime.progress import ProgressListener
+from engine.runtime.session import default_writer
+from engine.runtime.views import build_views, stream_rows
+from engine.sinks.delta import DeltaSink
+from engine.sinks.kafka import SparkTopicSink, TopicSink, headers_column, java_client
+from engine.sinks.spark_delta import SparkDeltaSink
+from engine.sinks.writer import MultiTableWriter
+from engine.sources import Connector, kafka_connector
+
+__all__ = ["RunOptions", "RunResult", "run_pipeline"]
+
+Writer = Literal["spark", "delta-rs"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: `once` processes what is there and exits; otherwise until a signal."""
+
+    lake: Path
+    checkpoints: Path | None = None
+    once: bool = False
+    input_path: str | None = None
+    quiet: bool = False
+    #: Who writes the Delta tables: Spark (delta-spark, on the executors) or delta-rs (on the
+    #: driver); None picks Spark when the session has Delta, else delta-rs.
+    writer: Writer | None = None
+    #: Write tables that another checkpoint of the same query wrote (engine/lake/guard.py).
+    new_checkpoint: bool = False
+    #: Tables to rebuild from the input with new checkpoints (empty: all of the pipeline's).
+    full_refresh: tuple[str, ...] | None = None
+
+    @property
+    def checkpoint_root(self) -> Path:
+        """Default `<lake>/_checkpoints`; each pipeline and query has a folder below."""
+        return self.checkpoints or self.lake / "_checkpoints"
+
+
+@dataclass
+class RunResult:
+    """Per query: the writer (rows per table) and the listener's totals."""
+
+    writers: dict[str, MultiTableWriter] = field(default_factory=dict)
+    listener: ProgressListener | None = None
+    handler_counts: dict[str, Accumulator] = field(default_factory=dict)
+
+    def report(self, out: TextIO) -> None:
+        """Print rows per table and, where a query deduplicates, the input-line accounting."""
+        for name, writer in self.writers.items():
+            t = self.listener.totals.get(name) if self.listener else None
+            tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items())
+            out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
+            # The query that writes quarantine sees every input line, so it can account for them.
+            if t and t.deduplicates and "quarantine" in writer.rows:
+                quarantined = writer.rows["quarantine"]
+                missing = t.source_rows - (t.accepted + quarantined + t.duplicates + t.late)
+                out.write(
+                    f"query {name}: input lines {t.source_rows:,} = {t.accepted:,} events + "
+                    f"{quarantined:,} quarantined + {t.duplicates:,} duplicates dropped + "
+                    f"{t.late:,} late dropped"
+                    + (f" (NOT ACCOUNTED FOR: {missing:,})" if missing else "")
+                    + "\n"
+                )
+        for name, acc in self.handler_counts.items():
+            if acc.value:
+                counted = ", ".join(f"{k} {v:,}" for k, v in sorted(acc.value.items()))
+                out.write(f"handler {name}: {counted}\n")
+
+
+def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:
+    """Spark's trigger for the query; `real_time` when the query can run in Real-Time Mode."""
+    if once:
+        return {"availableNow": True}
+    trigger = spec.trigger or "0 seconds"
+    if trigger.startswith(REAL_TIME):
+        if real_time:
+            return {"realTime": trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH}
+        # Real-Time Mode reads only Spark's Kafka source and writes only its Kafka sink;
+        # otherwise the nearest thing: the next micro-batch as soon as one ends.
+        return {"processingTime": "0 seconds"}
+    return {"processingTime": trigger}
+
+
+def _writer_kind(spark: SparkSession, opts: RunOptions) -> Writer:
+    if opts.writer == "spark" and default_writer(spark) != "spark":
+        raise UserError(
+            "--conf lake.writer=spark: this Spark session has no Delta Lake "
+            "(the delta-spark jar is not in .jars; `make` fetches it)"
+        )
+    return opts.writer or default_writer(spark)
+
+
+def _table_sinks(
+    spark: SparkSession, plan: Plan, opts: RunOptions, kind: Writer
+) -> dict[str, DeltaSink]:
+    """One sink per table of the pipeline, written by Spark or by delta-rs."""
+    if kind == "spark":
+        return {t: SparkDeltaSink(plan.tables[t], opts.lake, spark) for t in plan.pipeline.tables}
+    return {t: DeltaSink(plan.tables[t], opts.lake) for t in plan.pipeline.tables}
+
+
+def _deploy(
+    deployment: Deployment, sinks: Mapping[str, DeltaSink], plan: Plan, out: TextIO
+) -> None:
+    """Carry out what the deployment decided, before any query starts: set aside the
+    checkpoints of rebuilt queries, then empty their tables, then create or evolve every
+    table, then keep each query's fingerprint beside its checkpoint."""
+    pipeline = plan.pipeline.name
+    rebuilt = [q for q in deployment.queries.values() if q.verb == "rebuild"]
+    for query in rebuilt:
+        # First: a crash after this leaves a new checkpoint that the lake guard refuses to
+        # resume on the old rows, never the old checkpoint resuming on emptied tables.
+        moved = set_aside(query.checkpoint)
+        if moved:
+            out.write(f"query {query.name}: checkpoint set aside as {moved}\n")
+    for action in deployment.tables.values():
+        if action.verb == "rebuild":
+            sink = sinks[action.name]
+            sink.rebuild(pipeline=pipeline if action.shared else None)
+            for query in rebuilt:
+                release_table(sink.path, pipeline=pipeline, query=query.name)
+            out.write(f"{action.line()}\n")
+    for action in deployment.tables.values():
+        sinks[action.name].prepare()
+        if action.verb == "evolve":
+            out.write(f"{action.line()}\n")
+    for query in deployment.queries.values():
+        write_fingerprint(query.checkpoint, query.fingerprint)
+
+
+def _writer(
+    plan: Plan,
+    spec: QuerySpec,
+    opts: RunOptions,
+    connector: Connector = "python",
+    *,
+    sinks: Mapping[str, DeltaSink],
+    views: BatchViews,
+) -> MultiTableWriter:
+    pipeline = plan.pipeline
+    # Topics go the way the source reads Kafka: Spark's connector or confluent-kafka.
+    topic_sink = SparkTopicSink if connector == "native" else TopicSink
+    return MultiTableWriter(
+        pipeline=pipeline.name,
+        query=spec.name,
+        sinks=[
+            *(sinks[t] for t in spec.sinks),
+            *(topic_sink(t, pipeline.kafka, where=pipeline.path) for t in spec.topics),
+        ],
+        checkpoint=opts.checkpoint_root / pipeline.name / spec.name,
+        views=views,
+    )
+
+
+def _real_time(spec: QuerySpec) -> bool:
+    """Whether the query asks for Real-Time Mode (it then writes only topics)."""
+    return (spec.trigger or "").startswith(REAL_TIME)
+
+
+def _is_direct(writer: MultiTableWriter) -> bool:
+    """A query that writes only topics, with Spark's Kafka sink: it needs no foreachBatch."""
+    return all(isinstance(s, SparkTopicSink) for s in writer.sinks)
+
+
+def _start_direct(
+    spark: SparkSession, spec: QuerySpec, writer: MultiTableWriter, trigger: dict[str, object]
+) -> StreamingQuery:
+    """Write the query's topics straight to Spark's Kafka sink (no foreachBatch), so it can
+    run in Real-Time Mode. Messages carry the headers pipeline and query (a batch id is not
+    known to a row here)."""
+    headers = headers_column({"pipeline": writer.pipeline, "query": writer.query})
+    parts = [
+        spark.table(view).select(
+            F.col("key").cast("string").alias("key"),
+            F.col("value").cast("string").alias("value"),
+            F.lit(sink.topic).alias("topic"),  # Spark's Kafka sink routes rows by this column
+        )
+        for sink, view in zip(writer.sinks, spec.topics.values(), strict=True)
+    ]
+    return (
+        reduce(DataFrame.unionByName, parts)
+        .withColumn("headers", headers)
+        .writeStream.queryName(spec.name)
+        .format("kafka")
+        .options(**java_client(writer.sinks[0].client))  # type: ignore[union-attr]
+        # Real-Time Mode runs update mode; the query is stateless, so it is the same as append.
+        .outputMode("update")
+        .option("checkpointLocation", str(writer.checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def _start(
+    spark: SparkSession,
+    spec: QuerySpec,
+    writer: MultiTableWriter,
+    once: bool,
+    *,
+    stream: DataFrame | None = None,
+    real_time: bool = False,
+) -> StreamingQuery:
+    """Start the query: `stream` (its streaming part, `stream_rows`) into its writer as
+    foreachBatch, or straight to Kafka (`_is_direct`); `real_time` allows Real-Time Mode (the
+    source is Spark's Kafka connector)."""
+    # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
+    if _is_direct(writer):
+        return _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
+    assert stream is not None
+    return (
+        stream.writeStream.queryName(spec.name)
+        .foreachBatch(writer)
+        .outputMode(spec.output_mode)
+        .option("checkpointLocation", str(writer.checkpoint))
+        .trigger(**_trigger(spec, once))
+        .start()
+    )
+
+
+def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+RETRY_SECONDS = 5.0
+
+
+def _failure(name: str, query: StreamingQuery) -> Exception | None:
+    """A stopped query's error, as one line (KafkaUnavailable when the broker was away)."""
+    err = query.exception()
+    return None if err is None else as_user_error(err, f"query {name}: ")
+
+
+def _schedule_retries(
+    queries: Mapping[str, StreamingQuery], retry_at: dict[str, float], *, once: bool, out: TextIO
+) -> None:
+    """Raise a stopped query's error, unless the broker was away in a continuous run: then
+    say so and schedule its restart."""
+    for name, q in queries.items():
+        failed = None if q.isActive or name in retry_at else _failure(name, q)
+        if failed is None:
+            continue
+        if once or not isinstance(failed, KafkaUnavailable):
+            raise failed
+        out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
+        out.flush()
+        retry_at[name] = time.monotonic() + RETRY_SECONDS
+
+
+def run_pipeline(
+    spark: SparkSession,
+    plan: Plan,
+    opts: RunOptions,
+    *,
+    stop: threading.Event | None = None,
+    out: TextIO = sys.stdout,
+) -> RunResult:
+    """Run until done (`once`) or until `stop` is set; returns what was written.
+
+    Without `once`, a query stopped by an unreachable Kafka broker is restarted from its
+    checkpoint every RETRY_SECONDS, so the run resumes when the broker is back.
+    """
+    stop = stop or threading.Event()
+    pipeline = plan.pipeline
+    uses_kafka = pipeline.source.kind == "kafka" or any(q.topics for q in pipeline.queries)
+    connector = kafka_connector(spark, pipeline.source) if uses_kafka else "python"
+    # Real-Time Mode reads only Spark's Kafka source.
+    real_time = connector == "native" and pipeline.source.kind == "kafka" and not opts.input_path
+    if real_time and not opts.once and any(_real_time(q) for q in pipeline.queries):
+        # Spark refuses maxOffsetsPerTrigger in Real-Time Mode, and the queries share one
+        # source view: a continuous run with a real-time query reads without a batch cap.
+        options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
+        pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
+        plan = replace(plan, pipeline=pipeline)
+    kind = _writer_kind(spark, opts)
+    deployment = plan_deployment(
+        plan,
+        lake=opts.lake,
+        checkpoint_root=opts.checkpoint_root,
+        conf={key: spark.conf.get(key) for key in PINNED_CONF},
+        new_checkpoint=opts.new_checkpoint,
+        full_refresh=opts.full_refresh,
+        input_path=opts.input_path,
+    )
+    deployment.check()  # before anything in the lake or the checkpoints changes
+    build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
+    sinks = _table_sinks(spark, plan, opts, kind)
+    _deploy(deployment, sinks, plan, out)
+    listener = ProgressListener(out, quiet=opts.quiet)
+    # Each streaming output of a query is a branch that reads the source itself.
+    listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
+    result = RunResult(listener=listener)
+    specs = {q.name: q for q in pipeline.queries}
+    streams: dict[str, DataFrame] = {}
+    for name, spec in specs.items():
+        views = BatchViews(plan, plan.queries[name])
+        writer = result.writers[name] = _writer(
+            plan, spec, opts, connector, sinks=sinks, views=views
+        )
+        if not _is_direct(writer):
+            streams[name], counts = stream_rows(spark, plan, plan.queries[name])
+            result.handler_counts.update(counts)
+            views.check(spark, streams[name].schema, [s.table for s in writer.sinks])
+    spark.streams.addListener(listener)
+    queries: dict[str, StreamingQuery] = {}
+    retry_at: dict[str, float] = {}
+    try:
+        for name, spec in specs.items():
+            queries[name] = _start(
+                spark,
+                spec,
+                result.writers[name],
+                opts.once,
+                stream=streams.get(name),
+                real_time=real_time,
+            )
+        while not stop.is_set():
+            _schedule_retries(queries, retry_at, once=opts.once, out=out)
+            for name, due in list(retry_at.items()):
+                if time.monotonic() >= due:
+                    del retry_at[name]
+                    queries[name] = _start(
+                        spark,
+                        specs[name],
+                        result.writers[name],
+                        opts.once,
+                        stream=streams.get(name),
+                        real_time=real_time,
+                    )
+            # --once ends when every query has drained its input; a run ends when any query
+            # ends (a continuous query only ends by failing, handled above).
+            inactive = [not q.isActive for n, q in queries.items() if n not in retry_at]
+            if (all if opts.once else any)(inactive) and not retry_at:
+                break
+            stop.wait(0.2)
+        for name, q in queries.items():
+            if pipeline.source.kind == "socket" and q.isActive:
+                # What the socket already delivered is in no checkpoint: process it first.
+                q.processAllAvailable()
+            # A Real-Time Mode batch never ends by itself; its Kafka writes are at least once.
+            _stop_between_batches(q, 0.0 if _is_direct(result.writers[name]) else 120.0)
+        for name, q in queries.items():
+            failed = _failure(name, q)
+            if failed:
+                raise failed
+        for name, q in queries.items():
+            if q.lastProgress:
+                listener.wait_for(name, q.lastProgress["batchId"])
+            writer = result.writers[name]
+            totals = listener.totals.get(name)
+            if _is_direct(writer) and totals:  # no foreachBatch counted its rows: Spark did
+                topics = "kafka:" + ",".join(specs[name].topics)
+                writer.rows[topics] = writer.written[topics] = totals.sink_rows
+    finally:
+        for q in queries.values():
+            if q.isActive:
+                q.stop()
+        spark.streams.removeListener(listener)
+    return result

@@ -1,0 +1,87 @@
+"""The Spark session: local by default, any master or Spark Connect URL by configuration."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pyspark.logger import PySparkLogger
+from pyspark.sql import SparkSession
+
+from engine.runtime.cluster import check_reachable, executor_conf, ship_project
+from engine.runtime.conf import DEFAULT_CONF
+from engine.runtime.jars import DELTA_CATALOG, find_packages
+
+__all__ = ["default_writer", "get_spark", "has_delta"]
+
+
+@contextmanager
+def _stderr_to(log_file: Path | None) -> Iterator[None]:
+    # The JVM and the Python workers it spawns inherit file descriptor 2 at launch: pointing it
+    # at a log file while Spark starts keeps their logs out of the user's terminal for good.
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    target = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def get_spark(
+    conf: Mapping[str, str] | None = None, *, log_file: Path | None = None
+) -> SparkSession:
+    """Get or create the session; `conf` adds to and overrides DEFAULT_CONF.
+
+    With `log_file`, Spark's own output (JVM and Python workers) goes there, not to stderr.
+    """
+    # Python workers must run this interpreter so they import the project and its packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # pyspark's own pandas calls warn on every batch in the workers; the warnings are not ours.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    remote = (conf or {}).get("spark.remote")
+    # The Spark packages fetched by `make` (engine/runtime/jars.py); a Connect server has its own.
+    packages = {} if remote else find_packages().spark_conf()
+    settings = {**DEFAULT_CONF, **packages, **(conf or {})}
+    check_reachable(settings)  # an unreachable master: one line now, not a minute of retries
+    settings.update(executor_conf(settings))
+    builder = SparkSession.builder
+    settings.pop("spark.remote", None)
+    if remote:
+        builder = builder.remote(remote)
+        settings.pop("spark.master", None)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with _stderr_to(log_file):
+        spark = builder.getOrCreate()
+    ship_project(spark, {**settings, "spark.remote": remote or ""})
+    if log_file is not None:
+        # pyspark logs each SQL error as a JSON record on stderr before raising it; the CLI
+        # prints the error itself, in one line.
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def has_delta(spark: SparkSession) -> bool:
+    """Whether the session reads and writes Delta itself (delta-spark is loaded)."""
+    return spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
+
+
+def default_writer(spark: SparkSession) -> Literal["spark", "delta-rs"]:
+    """Spark writes the tables where it has Delta; delta-rs otherwise (the embedded path)."""
+    return "spark" if has_delta(spark) else "delta-rs"

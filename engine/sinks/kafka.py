@@ -1,0 +1,131 @@
+"""Kafka topics as sinks: a view's `key` and `value` columns sent with the idempotent producer:
+confluent-kafka's from the driver (`TopicSink`), or Spark's Kafka sink from the executors
+(`SparkTopicSink`, where the session has Spark's Kafka connector)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from engine.definitions.tables import Column, TableDef
+from engine.errors import KafkaUnavailable
+from engine.sinks.delta import BatchId
+
+__all__ = ["SparkTopicSink", "TopicSink", "headers_column", "java_client"]
+
+_MESSAGE = (
+    Column("key", pa.string(), True, "Message key (NULL: none)", "STRING"),
+    Column("value", pa.string(), False, "Message value", "STRING"),
+)
+
+
+class TopicSink:
+    """One topic. A batch is sent whole or fails: any delivery error raises, so the batch is
+    retried from the checkpoint (at-least-once; see docs/decisions.md)."""
+
+    takes = "arrow"
+
+    def __init__(self, topic: str, client: Mapping[str, str], *, where: Path) -> None:
+        self.topic = topic
+        self.client = dict(client)
+        self.table = TableDef(name=f"kafka:{topic}", path=where, columns=_MESSAGE, mode="append")
+        self._producer: Any = None
+
+    @property
+    def servers(self) -> str:
+        """The broker list, for messages."""
+        return self.client.get("bootstrap.servers", "?")
+
+    def _connect(self) -> Any:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer(
+                {
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    "message.timeout.ms": 30000,
+                    "log_level": 0,  # failures are raised, one line
+                    **self.client,
+                }
+            )
+        return self._producer
+
+    def write(self, data: pa.Table, batch: BatchId) -> int:
+        """Send every row and wait for all acknowledgements; returns messages sent."""
+        if data.num_rows == 0:
+            return 0
+        producer = self._connect()
+        failures: list[str] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(err.str())
+
+        headers = [
+            ("pipeline", batch.pipeline.encode()),
+            ("query", batch.query.encode()),
+            ("batch_id", str(batch.batch).encode()),
+        ]
+        keys, values = data.column("key").to_pylist(), data.column("value").to_pylist()
+        try:
+            for key, value in zip(keys, values, strict=True):
+                producer.produce(
+                    self.topic, value=value, key=key, headers=headers, on_delivery=delivered
+                )
+                producer.poll(0)
+        except BufferError as err:  # local queue full: the broker is not taking messages
+            failures.append(str(err))
+        left = producer.flush(float(self.client.get("message.timeout.ms", 30000)) / 1000 + 5)
+        if failures or left:
+            self._producer = None  # an idempotent producer cannot go on after a failure
+            raise KafkaUnavailable(
+                f"kafka broker {self.servers} unreachable (kafka.bootstrap.servers): "
+                f"{len(failures) + left} of {data.num_rows} messages to topic {self.topic} "
+                f"not delivered ({failures[0] if failures else 'timed out'})"
+            )
+        return data.num_rows
+
+
+def headers_column(headers: Mapping[str, str | None]) -> SparkColumn:
+    """Kafka message headers for Spark's Kafka sink (array<struct<key, value binary>>); a header
+    whose value is None is left out."""
+    return F.array(
+        *[
+            F.struct(F.lit(k).alias("key"), F.lit(v).cast("binary").alias("value"))
+            for k, v in headers.items()
+            if v is not None
+        ]
+    )
+
+
+def java_client(client: Mapping[str, str]) -> dict[str, str]:
+    """The pipeline's Kafka settings as Spark's Kafka options (`kafka.<setting>`)."""
+    return {f"kafka.{k}": v for k, v in client.items()}
+
+
+class SparkTopicSink(TopicSink):
+    """One topic written by Spark's Kafka sink: the batch's rows stay on the executors. The
+    same contract as TopicSink: a batch is sent whole (idempotent producer, acks=all) or the
+    write fails and Spark replays it."""
+
+    takes = "dataframe"
+
+    def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
+        """Send the batch's rows with the headers pipeline, query and batch_id."""
+        headers = {"pipeline": batch.pipeline, "query": batch.query, "batch_id": str(batch.batch)}
+        (
+            data.select("key", "value", headers_column(headers).alias("headers"))
+            .write.format("kafka")
+            .options(**java_client(self.client))
+            .option("topic", self.topic)
+            .save()
+        )
+        return -1

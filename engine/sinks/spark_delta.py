@@ -1,0 +1,159 @@
+"""Delta tables written by Spark (delta-spark) from the executors, idempotent per batch.
+
+The same contract as `engine.sinks.delta.DeltaSink` (delta-rs, the embedded path): the table is
+created from its `tables/<name>.sql` DDL, appends and MERGEs carry the writer's transaction
+(app id, batch id), so Delta itself skips a batch the table already holds, and the commit's
+userMetadata names pipeline, query and batch for `history`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import reduce
+from operator import and_
+from pathlib import Path
+
+import sqlglot
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from engine.definitions.tables import TableDef
+from engine.plan.table_changes import TableChanges
+from engine.sinks.delta import BatchId, DeltaSink
+
+__all__ = ["SparkDeltaSink", "alter_table_sql", "create_table_sql"]
+
+# Session settings Delta reads for an idempotent MERGE and for its commit info. Streaming
+# queries run in sessions of their own (clones), so setting them there touches no other query.
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def _path_table(path: Path) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(str(path), quoted=True), db=exp.to_identifier("delta"))
+
+
+def _ddl(table: TableDef) -> exp.Create:
+    tree = sqlglot.parse_one(table.path.read_text(), read="spark")
+    assert isinstance(tree, exp.Create)
+    return tree
+
+
+def create_table_sql(table: TableDef, path: Path) -> str:
+    """The table's DDL file as `CREATE TABLE IF NOT EXISTS delta.`path` ...`."""
+    tree = _ddl(table)
+    tree.this.set("this", _path_table(path))
+    tree.set("exists", True)
+    return tree.sql(dialect="spark")
+
+
+def alter_table_sql(table: TableDef, path: Path, changes: TableChanges) -> list[str]:
+    """The ALTER TABLE statements that add the DDL's new columns (with their comments) and
+    drop the NOT NULLs it dropped; one action per statement, as Spark takes them."""
+    columns = {c.name: c for c in _ddl(table).this.expressions if isinstance(c, exp.ColumnDef)}
+    actions: list[exp.Expression] = []
+    if changes.add:
+        actions.append(exp.Schema(expressions=[columns[c.name].copy() for c in changes.add]))
+    actions += [
+        exp.AlterColumn(this=exp.to_identifier(name), drop=True, allow_null=True)
+        for name in changes.relax
+    ]
+    return [_alter(path, action) for action in actions]
+
+
+def _alter(path: Path, action: exp.Expression) -> str:
+    """`ALTER TABLE delta.`path` <action>`: Spark takes one action per statement."""
+    return exp.Alter(this=_path_table(path), kind="TABLE", actions=[action]).sql(dialect="spark")
+
+
+def _metadata(batch: BatchId) -> str:
+    return json.dumps(
+        {"pipeline": batch.pipeline, "query": batch.query, "batch_id": str(batch.batch)}
+    )
+
+
+class SparkDeltaSink(DeltaSink):
+    """A lake table written with delta-spark: rows stay on the executors."""
+
+    takes = "dataframe"
+
+    def __init__(self, table: TableDef, lake: Path, spark: SparkSession) -> None:
+        super().__init__(table, lake)
+        self.spark = spark
+
+    def _create(self) -> None:
+        # From the DDL file itself: comments and TBLPROPERTIES too (delta-rs takes neither).
+        self.spark.sql(create_table_sql(self.table, self.path))
+
+    def _alter(self, changes: TableChanges) -> None:
+        for statement in alter_table_sql(self.table, self.path, changes):
+            self.spark.sql(statement)
+
+    def rebuild(self, *, pipeline: str | None) -> None:
+        """As DeltaSink's; one pipeline's rows are deleted by Spark, on the executors (emptying
+        a whole table moves no rows, and delta-rs keeps its NOT NULLs)."""
+        if pipeline is None or not (self.path / "_delta_log").is_dir():
+            super().rebuild(pipeline=pipeline)
+            return
+        from delta.tables import DeltaTable
+
+        rows = DeltaTable.forPath(self.spark, str(self.path))
+        rows.delete(F.col("pipeline") == F.lit(pipeline))
+
+    def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
+        """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""
+        data = data.select(*self.table.column_names)
+        if self.table.mode == "append":
+            (
+                data.write.format("delta")
+                .mode("append")
+                .option("txnAppId", batch.app_id)
+                .option("txnVersion", batch.batch)
+                .option("userMetadata", _metadata(batch))
+                .save(str(self.path))
+            )
+            return -1
+        from delta.tables import DeltaTable
+
+        session = data.sparkSession
+        conf = {
+            _TXN_APP: batch.app_id,
+            _TXN_VERSION: str(batch.batch),
+            _USER_METADATA: _metadata(batch),
+        }
+        for key, value in conf.items():
+            session.conf.set(key, value)
+        try:
+            (
+                DeltaTable.forPath(session, str(self.path))
+                .alias("t")
+                .merge(data.alias("s"), self._merge_condition(data))
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        finally:
+            for key in conf:
+                session.conf.unset(key)
+        return -1
+
+    def _merge_condition(self, data: DataFrame) -> Column:
+        """Key equality, plus each key's range in the batch on the target side alone: Delta
+        skips the files whose statistics lie outside it, so a MERGE reads and rewrites only
+        files that can hold the batch's keys, not the whole table (flat cost as it grows)."""
+        keys = self.table.key
+        types = {c.name: c.ddl_type for c in self.table.columns}
+        # As text, cast back by Spark in the session's time zone: exact for every key type.
+        bounds = data.agg(
+            *[F.min(k).cast("string") for k in keys], *[F.max(k).cast("string") for k in keys]
+        ).first()
+        condition = reduce(and_, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+        for i, k in enumerate(keys):
+            low, high = bounds[i], bounds[len(keys) + i]
+            if low is not None and high is not None:
+                condition &= F.col(f"t.{k}").between(
+                    F.lit(low).cast(types[k]), F.lit(high).cast(types[k])
+                )
+        return condition

@@ -1,0 +1,115 @@
+"""The foreachBatch of a query: each batch's rows written to its tables and topics."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+from engine.lake.guard import claim_table, record_batch, writer_id
+from engine.sinks.delta import BatchId, DeltaSink
+from engine.sinks.kafka import TopicSink
+
+Sink = DeltaSink | TopicSink
+
+__all__ = ["MultiTableWriter"]
+
+
+class MultiTableWriter:
+    """The foreachBatch function of a query: writes each table's and topic's rows.
+
+    Topics go first, so alerts leave as soon as the batch is computed. Tables are idempotent
+    per batch; a topic is not, so when every table already holds the batch (an earlier attempt
+    got that far, hence past the topics) the topics are not sent again. Only the first batch
+    a writer sees, or one it has seen before, can be such a replay, so only then are the
+    tables' transaction logs read.
+    """
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        query: str,
+        sinks: Sequence[Sink],
+        checkpoint: Path,
+        views: Callable[[DataFrame], list[DataFrame]],
+    ) -> None:
+        self.pipeline = pipeline
+        #: From a batch's rows to one DataFrame per sink (engine/runtime/batch_views.py).
+        self.views = views
+        self.query = query
+        self.sinks = list(sinks)
+        self.checkpoint = checkpoint
+        self.rows: Counter[str] = Counter()  # rows the batches carried, per table
+        self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
+        self._last_batch: int | None = None
+        self._lock = threading.Lock()
+
+    @cached_property
+    def app_id(self) -> str:
+        """Delta transaction id: a new checkpoint is a new writer, so its batch 0 is written."""
+        return writer_id(self.pipeline, self.query, self.checkpoint)
+
+    def _held(self, batch: BatchId) -> set[int]:
+        """The sinks (by index) whose table already holds the batch: all tables when topics
+        must not be sent again, since the tables are written after the topics."""
+        if self._last_batch is not None and batch.batch > self._last_batch:
+            return set()  # a batch this writer has not seen: no table can hold it
+        tables = {i for i, s in enumerate(self.sinks) if isinstance(s, DeltaSink)}
+        held = {i for i in tables if self.sinks[i].has(batch)}
+        if tables and held == tables:
+            held |= {i for i, s in enumerate(self.sinks) if isinstance(s, TopicSink)}
+        return held
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
+        if self._last_batch is None:
+            # From now on the tables are this checkpoint's (engine/lake/guard.py).
+            for sink in self.sinks:
+                if isinstance(sink, DeltaSink):
+                    claim_table(
+                        sink.path,
+                        pipeline=self.pipeline,
+                        query=self.query,
+                        checkpoint=self.checkpoint,
+                    )
+        held = self._held(batch)
+        self._last_batch = batch_id if self._last_batch is None else max(self._last_batch, batch_id)
+        # Every sink reads the batch's rows: compute them once.
+        df.persist()
+        try:
+            parts = self.views(df)
+            order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
+            filled = []
+            for i, sink in order:
+                rows = self._write(sink, parts[i], batch, held=i in held)
+                with self._lock:
+                    self.rows[sink.table.name] += rows
+                    self.written[sink.table.name] += 0 if i in held else rows
+                if rows and isinstance(sink, DeltaSink):
+                    filled.append(sink.table.name)
+            # Before Spark commits the batch: a table that later lacks it is noticed.
+            record_batch(self.checkpoint, filled, batch_id)
+        finally:
+            df.unpersist()
+
+    @staticmethod
+    def _write(sink: Sink, part: DataFrame, batch: BatchId, *, held: bool) -> int:
+        """Write one sink's rows unless its table holds the batch; returns the rows."""
+        if sink.takes == "arrow":
+            data = part.toArrow()
+            if data.num_rows and not held:
+                sink.write(data, batch)
+            return data.num_rows
+        part.persist()
+        try:
+            rows = part.count()
+            if rows and not held:
+                sink.write(part, batch)
+            return rows
+        finally:
+            part.unpersist()
