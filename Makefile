@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_LAKE ?= lake
 
-.PHONY: setup java demo test lint bench clean
+.PHONY: setup java graphviz demo test lint bench clean
 
 JARS := .jars/.fetched
 
-setup: java $(STAMP) $(JARS)
+setup: java graphviz $(STAMP) $(JARS)
 
 # Spark needs a JVM; install one where it is missing (Debian/Ubuntu).
 java:
@@ -18,6 +18,13 @@ java:
 	  echo "java not found: installing openjdk-17-jre-headless"; \
 	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openjdk-17-jre-headless; }
 	@java -version 2>&1 | head -1
+
+# `runner.py graph --out FILE.svg|FILE.png` has Graphviz's `dot` lay the graph out.
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+	  echo "dot not found: installing graphviz"; \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+	@dot -V 2>&1 | head -1
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

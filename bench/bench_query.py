@@ -22,9 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-if str(PROJECT_DIR) not in sys.path:
-    sys.path.insert(0, str(PROJECT_DIR))
+from common import PROJECT_DIR
 
 SQL = (
     "SELECT event_date, event_type, count(*) AS events, count(DISTINCT customer_id) AS customers, "
@@ -90,6 +88,7 @@ def time_cli(lake: Path, engine: str, runs: int) -> list[float]:
 
 
 def time_in_process(lake: Path, runs: int) -> list[float]:
+    """Wall seconds of the DuckDB path called in this process (no interpreter start)."""
     from engine.query.duckdb import run_duckdb
 
     times = []
@@ -101,6 +100,7 @@ def time_in_process(lake: Path, runs: int) -> list[float]:
 
 
 def summary(times: list[float]) -> dict[str, float]:
+    """Median, min and max of the times."""
     return {"median": statistics.median(times), "min": min(times), "max": max(times)}
 
 

@@ -43,23 +43,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-# The baseline subprocesses run this file as a script, so the project must be importable
-# even where it is not installed into the interpreter.
-if str(PROJECT_DIR) not in sys.path:
-    sys.path.insert(0, str(PROJECT_DIR))
-
-# The subprocess measurement (wall, tree RSS and CPU, checkpoint batch times) is shared.
-from bench.bench_server_logs import (  # noqa: E402
+from common import (
     GIB,
+    PROJECT_DIR,
     Measurement,
     QueryTimes,
-    _checkpoint_timings,
-    _TreeSampler,
-    figures,
+    TreeSampler,
+    checkpoint_timings,
     measure,
     print_runs,
     rate,
+    run_figures,
     secs,
 )
 
@@ -160,7 +154,7 @@ def _run_baseline(kind: str, servers: str, checkpoint: Path) -> int:
     Spark's noop sink, reading what the topic holds now."""
     from engine.definitions.pipeline import Registry
     from engine.runtime.session import get_spark
-    from engine.sources import open_source
+    from engine.sources.streams import open_source
 
     spark = get_spark()
     print(f"baseline {kind}: Spark session ready", flush=True)
@@ -168,7 +162,7 @@ def _run_baseline(kind: str, servers: str, checkpoint: Path) -> int:
     # open_source registers engine.sources.kafka.KafkaSource and reads format streamlake_kafka
     # with the YAML's options (topic, startingOffsets, maxRecordsPerBatch) plus the broker,
     # adding origin = concat_ws(':', topic, partition, offset): what the pipeline reads.
-    df = open_source(spark, pipeline.source, kafka=pipeline.kafka)
+    df = open_source(spark, pipeline)
     if kind == "parse":
         df.createOrReplaceTempView(pipeline.source.view)  # raw_readings
         spark.sql(PARSE_SQL.read_text())  # creates the view sensor_readings
@@ -281,11 +275,11 @@ def _send_load(servers: str, seconds: float, seed: int) -> tuple[dict[int, float
     """Readings at NORMAL_PER_S plus anomaly i every ANOMALY_EVERY_S for `seconds`; event time
     is now. Returns each anomaly's send time (time.monotonic() just before produce()) and the
     number of normal readings sent."""
-    from confluent_kafka import Producer
+    from engine.sinks.kafka_producer import KafkaDeliveryError, KafkaProducer
 
     rng = random.Random(seed)
     devices = [str(n) for n in rng.sample(range(100_000, 1_000_000), 40)]
-    producer = Producer(
+    producer = KafkaProducer(
         {
             "bootstrap.servers": servers,
             "enable.idempotence": True,
@@ -299,31 +293,28 @@ def _send_load(servers: str, seconds: float, seed: int) -> tuple[dict[int, float
     def produce(device: str, freq: float) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         value = json.dumps({"device_id": int(device), "sensor_freq": freq, "event_time": stamp})
-        while True:
-            try:
-                producer.produce(INPUT_TOPIC, value.encode(), device.encode())
-                return
-            except BufferError:
-                producer.poll(0.05)
+        producer.send(INPUT_TOPIC, value.encode(), device.encode())
 
     start = time.monotonic()
     end = start + seconds
     next_normal, next_anomaly = start, start + ANOMALY_EVERY_S / 2
-    while (now := time.monotonic()) < end:
-        while next_normal <= now:
-            produce(rng.choice(devices), round(rng.uniform(20.0, 80.0), 2))
-            normals += 1
-            next_normal += 1 / NORMAL_PER_S
-        if next_anomaly <= now:
-            number = len(sent)
-            sent[number] = time.monotonic()
-            produce(rng.choice(devices), -float(ANOMALY_BASE + number))
-            next_anomaly += ANOMALY_EVERY_S
-        producer.poll(0)
-        time.sleep(max(0.0, min(next_normal, next_anomaly, end) - time.monotonic()))
-    left = producer.flush(30)
-    if left:
-        print(f"!! latency: {left} readings not delivered to the broker", flush=True)
+    try:
+        while (now := time.monotonic()) < end:
+            while next_normal <= now:
+                produce(rng.choice(devices), round(rng.uniform(20.0, 80.0), 2))
+                normals += 1
+                next_normal += 1 / NORMAL_PER_S
+            if next_anomaly <= now:
+                number = len(sent)
+                sent[number] = time.monotonic()
+                produce(rng.choice(devices), -float(ANOMALY_BASE + number))
+                next_anomaly += ANOMALY_EVERY_S
+            producer.poll(0)
+            time.sleep(max(0.0, min(next_normal, next_anomaly, end) - time.monotonic()))
+        producer.flush(30)
+    except KafkaDeliveryError as err:
+        # The figures still cover the alerts of what was sent; the broker's log says more.
+        print(f"!! latency: {err}", flush=True)
     return sent, normals
 
 
@@ -350,7 +341,7 @@ def measure_latency(workdir: Path, seconds: float, seed: int) -> dict[str, Any]:
     print(f"\n== latency: {' '.join(command)}", flush=True)
     consumer = _AlertConsumer(broker.servers)
     proc: subprocess.Popen[str] | None = None
-    sampler: _TreeSampler | None = None
+    sampler: TreeSampler | None = None
     try:
         t0 = time.monotonic()
         proc = subprocess.Popen(
@@ -362,7 +353,7 @@ def measure_latency(workdir: Path, seconds: float, seed: int) -> dict[str, Any]:
             bufsize=1,
             start_new_session=True,  # its own group, so a hung run can be killed whole
         )
-        sampler = _TreeSampler(proc.pid)
+        sampler = TreeSampler(proc.pid)
         sampler.start()
         watcher = _OutputWatcher(proc.stdout, log, t0, ("samples", "anomalies"))
         watcher.start()
@@ -413,7 +404,7 @@ def measure_latency(workdir: Path, seconds: float, seed: int) -> dict[str, Any]:
             result["tree_cpu_s"] = round(sampler.tree_cpu, 1)
             result["other_cpu_s"] = round(max(0.0, sampler.machine_busy - sampler.tree_cpu), 1)
         broker.stop()
-    queries = _checkpoint_timings(lake / "_checkpoints" / PIPELINE)
+    queries = checkpoint_timings(lake / "_checkpoints" / PIPELINE)
     result["queries"] = {q: _batch_summary(t) for q, t in queries.items()}
     return result
 
@@ -595,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\npipeline report:")
     for line in runs["pipeline"].report:
         print(f"  {line}")
-    result["runs"] = figures(args.events, runs)["runs"]
+    result["runs"] = run_figures(args.events, runs)
     result["workdir"] = str(workdir)
     print_figures(result)
     out = workdir / "sensor_cep_figures.json"

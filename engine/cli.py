@@ -73,8 +73,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         once=args.once,
         input_path=args.input,
     )
-    if args.input and not Path(args.input).is_dir():
-        raise UserError(f"--input: input folder not found: {args.input}")
+    if args.input or pipeline.source.kind == "files":
+        pipeline.input_folder(args.input)
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")
     plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
@@ -115,7 +115,9 @@ def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> 
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from engine.query import SUBSTITUTE, Snapshot, lake_tables, parse_query, print_rows, run_query
+    from engine.lake import Snapshot, lake_tables
+    from engine.query import SUBSTITUTE, parse_query, run_query
+    from engine.query.output import print_rows
 
     lake = Path(args.lake).resolve()
     snapshot = Snapshot.parse(args.version, args.as_of)
@@ -136,7 +138,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from engine.lake.history import table_history
-    from engine.query import print_rows
+    from engine.query.output import print_rows
 
     print_rows(table_history(Path(args.lake).resolve(), args.table), args.format)
     return 0
@@ -157,31 +159,18 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from devtools.generators.order_status import generate_order_status
-    from devtools.generators.sensor_cep import generate_sensor_cep
-    from devtools.generators.server_logs import generate_server_logs
-    from devtools.generators.user_activity import generate_user_activity
+    from devtools.generators import generate
 
-    generators = {
-        "order_status": generate_order_status,
-        "sensor_cep": generate_sensor_cep,
-        "server_logs": generate_server_logs,
-        "user_activity": generate_user_activity,
-    }
-    generate = generators.get(args.pipeline)
-    if generate is None:
-        raise UserError(
-            f"generate: no generator for pipeline '{args.pipeline}' "
-            f"(have: {', '.join(sorted(generators))})"
-        )
-    try:
-        # --out stays a string: it may be kafka://HOST:PORT/TOPIC (sensor_cep, order_status).
-        summary = generate(
-            args.out, events=args.events, seed=args.seed, faults=args.faults, progress=True
-        )
-    except FileExistsError:
-        raise UserError(f"--out: {args.out} exists and is not empty") from None
-    print(", ".join(f"{k} {v}" for k, v in summary.as_dict().items()))
+    # --out stays a string: it may be kafka://HOST:PORT/TOPIC (sensor_cep, order_status).
+    summary = generate(
+        args.pipeline,
+        args.out,
+        events=args.events,
+        seed=args.seed,
+        faults=args.faults,
+        progress=True,
+    )
+    print(summary.line())
     return 0
 
 
@@ -226,7 +215,7 @@ def _cmd_lint(args: argparse.Namespace) -> int:
 
 def _cmd_graph(args: argparse.Namespace) -> int:
     from engine.graph import pipeline_graph, to_mermaid
-    from engine.graph.svg import write_graph
+    from engine.graph.dot import write_graph
 
     graph = pipeline_graph(_registry(args).get(args.pipeline))  # planned only: no JVM
     if args.out is None:
@@ -350,7 +339,10 @@ def _parser() -> argparse.ArgumentParser:
 
     graph = sub.add_parser("graph", help="draw a pipeline's graph (Mermaid, SVG or PNG)")
     graph.add_argument("pipeline")
-    graph.add_argument("--out", help="FILE.mmd, FILE.svg or FILE.png (default: Mermaid on stdout)")
+    graph.add_argument(
+        "--out",
+        help="FILE.mmd, or FILE.svg / FILE.png laid out by Graphviz (default: Mermaid on stdout)",
+    )
     graph.set_defaults(func=_cmd_graph)
 
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")

@@ -6,4 +6,4 @@ CREATE TABLE quarantine (
   reason STRING NOT NULL COMMENT 'Why the line was rejected',
   ingested_at TIMESTAMP NOT NULL COMMENT 'When the line was read'
 ) USING DELTA
-TBLPROPERTIES ('lake.mode' = 'append')
+TBLPROPERTIES ('lake.mode' = 'append', 'lake.role' = 'quarantine')

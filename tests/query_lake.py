@@ -10,7 +10,8 @@ from deltalake import write_deltalake
 
 from engine.definitions.tables import load_table
 from engine.project import PROJECT
-from engine.sinks.delta import BatchId, DeltaSink
+from engine.sinks import BatchId
+from engine.sinks.delta import DeltaSink
 
 
 def ts(text: str) -> dt.datetime:

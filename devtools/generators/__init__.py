@@ -1,4 +1,5 @@
-"""Synthetic input data for the pipelines, and what their generators share."""
+"""Synthetic input data for the pipelines, and what their generators share: the summary they
+return, where their lines go, and the registry `runner.py generate` dispatches through."""
 
 from __future__ import annotations
 
@@ -7,11 +8,104 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tqdm import tqdm
 
-__all__ = ["prepare_folder", "progress_bar", "write_lines", "write_part", "write_parts"]
+from engine.errors import UserError
+
+__all__ = [
+    "Generator",
+    "Summary",
+    "generate",
+    "generators",
+    "prepare_folder",
+    "progress_bar",
+    "write_lines",
+    "write_part",
+    "write_parts",
+]
+
+
+class Summary:
+    """What a generator wrote: each generator's frozen dataclass of counts, which has at least
+    these two fields (in its own order, the order they are printed in)."""
+
+    lines: int
+    files: int  # 0 for Kafka output
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the summary as plain data (dicts copied)."""
+        return asdict(self)  # type: ignore[call-overload]
+
+    def line(self) -> str:
+        """One line, `name value, ...` in field order: what `runner.py generate` prints."""
+        return ", ".join(f"{k} {v}" for k, v in self.as_dict().items())
+
+
+class GenerateFunction(Protocol):
+    """The signature every generator function shares (each has its own options besides)."""
+
+    def __call__(
+        self,
+        out: str | Path,
+        *,
+        events: int,
+        seed: int = 0,
+        faults: bool = False,
+        progress: bool = False,
+    ) -> Summary: ...
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A pipeline's generator: its function, and whether ``--out`` may be a Kafka topic."""
+
+    function: GenerateFunction
+    kafka: bool
+
+
+def generators() -> dict[str, Generator]:
+    """The generators by pipeline name."""
+    # Imported here, not at the top: each generator module imports this package's helpers.
+    from devtools.generators.order_status import generate_order_status
+    from devtools.generators.sensor_cep import generate_sensor_cep
+    from devtools.generators.server_logs import generate_server_logs
+    from devtools.generators.user_activity import generate_user_activity
+
+    return {
+        "order_status": Generator(generate_order_status, kafka=True),
+        "sensor_cep": Generator(generate_sensor_cep, kafka=True),
+        "server_logs": Generator(generate_server_logs, kafka=False),
+        "user_activity": Generator(generate_user_activity, kafka=False),
+    }
+
+
+def generate(
+    pipeline: str,
+    out: str,
+    *,
+    events: int,
+    seed: int = 0,
+    faults: bool = False,
+    progress: bool = False,
+) -> Summary:
+    """Run `pipeline`'s generator into the folder or ``kafka://HOST:PORT/TOPIC`` `out`;
+    UserError for a pipeline without one or an output it cannot write."""
+    known = generators()
+    generator = known.get(pipeline)
+    if generator is None:
+        raise UserError(
+            f"generate: no generator for pipeline '{pipeline}' (have: {', '.join(sorted(known))})"
+        )
+    if out.startswith("kafka:") and not generator.kafka:
+        raise UserError(f"--out: {pipeline}'s generator writes part files to a folder, not Kafka")
+    try:
+        return generator.function(out, events=events, seed=seed, faults=faults, progress=progress)
+    except FileExistsError:
+        raise UserError(f"--out: {out} exists and is not empty") from None
 
 
 @contextmanager

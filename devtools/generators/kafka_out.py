@@ -1,7 +1,8 @@
 """Writing generated lines to a Kafka topic, for ``--out kafka://HOST:PORT/TOPIC``.
 
 :func:`parse_kafka_url` reads the URL; :class:`KafkaTopic` checks the broker, creates the topic
-if it is missing, and produces lines in order with an idempotent producer.
+if it is missing, and produces lines in order with the engine's idempotent producer
+(:class:`~engine.sinks.kafka_producer.KafkaProducer`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from engine.errors import UserError
+from engine.sinks.kafka_producer import KafkaDeliveryError, KafkaProducer
 
 if TYPE_CHECKING:
     # confluent_kafka is imported only when writing to Kafka.
@@ -44,15 +46,12 @@ class KafkaTopic:
     """
 
     def __init__(self, servers: str, topic: str) -> None:
-        from confluent_kafka import Producer
-
         self._servers = servers
         self._topic = topic
         # Only the latest client error is kept: a refused connection is retried every few ms.
         self._last_error = ""
         self._brokers_down = False
-        self._failed: list[str] = []
-        self._producer = Producer(
+        self._kafka = KafkaProducer(
             {
                 "bootstrap.servers": servers,
                 "enable.idempotence": True,
@@ -66,7 +65,7 @@ class KafkaTopic:
         try:
             self._check_topic()
         except UserError:
-            self._producer.close()
+            self._kafka.close()
             raise
 
     def write(self, lines: Iterable[tuple[str, str | None]], report: Callable[[], None]) -> None:
@@ -76,37 +75,20 @@ class KafkaTopic:
         """
         from confluent_kafka import KafkaException
 
-        producer = self._producer
         try:
             for number, (text, key) in enumerate(lines):
-                while True:
-                    try:
-                        producer.produce(self._topic, text.encode(), key, on_delivery=self._sent)
-                        break
-                    except BufferError:
-                        # The client's queue is full: let deliveries drain it.
-                        producer.poll(0.1)
-                    except KafkaException as err:
-                        raise self._fail(err.args[0].str()) from None
+                self._kafka.send(self._topic, text.encode(), key)
                 if number % 1000 == 0:
-                    producer.poll(0)
                     report()
-                    if self._failed:
-                        raise self._fail(self._failed[0])
-            left = producer.flush(60)
-            if self._failed:
-                raise self._fail(self._failed[0])
-            if left:
-                raise self._fail(f"{left} messages not delivered within 60 s")
-        except UserError:
-            # Drop what is still queued so that closing the client does not wait for it.
-            producer.purge()
-            producer.flush(0)
-            raise
+            self._kafka.flush(60)
+        except KafkaDeliveryError as err:
+            raise self._fail(str(err)) from None
+        except KafkaException as err:
+            raise self._fail(err.args[0].str()) from None
 
     def close(self) -> None:
-        """Close the producer (it waits for messages still queued)."""
-        self._producer.close()
+        """Close the producer; what a failed write left queued is dropped."""
+        self._kafka.close()
 
     def _check_topic(self) -> None:
         from confluent_kafka import KafkaException
@@ -118,10 +100,10 @@ class KafkaTopic:
         while True:
             attempts += 1
             try:
-                metadata = self._producer.list_topics(timeout=1)
+                metadata = self._kafka.client.list_topics(timeout=1)
                 break
             except KafkaException as err:
-                self._producer.poll(0)  # serves error_cb
+                self._kafka.poll()  # serves error_cb
                 # Nothing listening (connection refused) is clear after a retry; an address
                 # that does not answer at all gets the whole 10 s.
                 if (self._brokers_down and attempts >= 2) or time.monotonic() >= deadline:
@@ -145,7 +127,3 @@ class KafkaTopic:
 
         self._last_error = err.str()
         self._brokers_down |= err.code() == KafkaError._ALL_BROKERS_DOWN
-
-    def _sent(self, err: KafkaError | None, _message: object) -> None:
-        if err is not None:
-            self._failed.append(err.str())

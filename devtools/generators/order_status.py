@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from devtools.generators import progress_bar, write_lines
+from devtools.generators import Summary, progress_bar, write_lines
 from devtools.order_server import STATUSES, orders
 
 __all__ = ["MALFORMED_RATE", "GenerationSummary", "OrderLines", "generate_order_status"]
@@ -44,7 +44,7 @@ _BAD_STATUSES: tuple[object, ...] = (
 
 
 @dataclass(frozen=True)
-class GenerationSummary:
+class GenerationSummary(Summary):
     """What was written; ``lines`` = ``orders`` + ``malformed``.
 
     ``orders`` counts valid orders and ``by_status`` splits them (every status, in
@@ -56,10 +56,6 @@ class GenerationSummary:
     malformed: int
     files: int
     by_status: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the summary as plain data (``by_status`` copied)."""
-        return asdict(self)
 
 
 def generate_order_status(

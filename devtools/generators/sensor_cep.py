@@ -13,11 +13,11 @@ import heapq
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from devtools.generators import progress_bar, write_lines
+from devtools.generators import Summary, progress_bar, write_lines
 
 __all__ = [
     "ANOMALY_RATE",
@@ -78,7 +78,7 @@ _BAD_TIMES = (
 
 
 @dataclass(frozen=True)
-class GenerationSummary:
+class GenerationSummary(Summary):
     """What was written; ``lines`` = ``events`` + ``duplicates`` + ``malformed``.
 
     ``events`` counts valid readings, on-time and late; ``anomalies`` and ``late`` are part of
@@ -95,10 +95,6 @@ class GenerationSummary:
     files: int
     first_event_time: str
     last_event_time: str
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the summary as plain data."""
-        return asdict(self)
 
 
 def generate_sensor_cep(

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
 from tqdm import tqdm
 
-from devtools.generators import prepare_folder
+from devtools.generators import Summary, prepare_folder, write_part
 
 __all__ = [
     "DUPLICATE_MAX_DISTANCE",
@@ -80,7 +79,7 @@ _BAD_TIMESTAMPS = (
 
 
 @dataclass(frozen=True)
-class GenerationSummary:
+class GenerationSummary(Summary):
     """What :func:`generate_server_logs` wrote; ``lines`` is the sum of all the line kinds.
 
     ``events`` counts valid on-time lines (neither duplicates nor late); ``by_type`` splits them.
@@ -96,13 +95,9 @@ class GenerationSummary:
     late: int
     by_type: dict[str, int] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the summary as plain data (``by_type`` copied)."""
-        return asdict(self)
-
 
 def generate_server_logs(
-    out: Path,
+    out: str | Path,
     *,
     events: int,
     seed: int = 0,
@@ -438,17 +433,7 @@ class _Output:
         self._counts["late"] += len(due)
 
     def _flush(self) -> None:
-        final = self._folder / f"part-{self._files:05d}.json"
-        # A dot name hides the half-written file from Spark's file source until the rename.
-        partial = self._folder / f".{final.name}.tmp"
-        with partial.open("w", encoding="utf-8", newline="\n") as handle:
-            handle.write("\n".join(self._buffer))
-            handle.write("\n")
-        # Spark's file source orders files by modification time; equal times (files written
-        # within a millisecond) would let it read them out of order.
-        stamp = self._started_ns + self._files * 1_000_000_000
-        os.utime(partial, ns=(stamp, stamp))
-        os.replace(partial, final)
+        write_part(self._folder, self._files, self._buffer, self._started_ns)
         self._newest_by_file.append(self._newest)
         self._files += 1
         self._buffer = []

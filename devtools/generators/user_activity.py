@@ -20,10 +20,10 @@ import heapq
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from devtools.generators import prepare_folder, progress_bar, write_parts
+from devtools.generators import Summary, prepare_folder, progress_bar, write_parts
 
 __all__ = [
     "ACTIVITIES",
@@ -105,7 +105,7 @@ _BAD_TIMES = ("soon", "", "2015-02-23 10:18:53.090", "unknown")
 
 
 @dataclass(frozen=True)
-class GenerationSummary:
+class GenerationSummary(Summary):
     """What was written; ``lines`` = ``records`` + ``duplicates`` + ``malformed``.
 
     ``records`` counts valid records (on-time and late, each once); ``late`` and
@@ -124,10 +124,6 @@ class GenerationSummary:
     spans: int
     first_creation_ns: int
     last_creation_ns: int
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the summary as plain data."""
-        return asdict(self)
 
 
 def generate_user_activity(

@@ -94,6 +94,16 @@ class Pipeline:
         """The project's `tables/` folder."""
         return self.project.tables
 
+    def input_folder(self, path: str | None = None) -> Path:
+        """The folder a files source reads: `--input` (relative to the working folder) or the
+        spec's `path` (relative to the project); a missing folder is a user error."""
+        folder = Path(path or self.source.path or "")
+        if not folder.is_absolute():
+            folder = (Path.cwd() if path else self.project.root) / folder
+        if not folder.is_dir():
+            raise UserError(f"--input: input folder not found: {folder}")
+        return folder
+
     @property
     def tables(self) -> list[str]:
         """Names of the tables the pipeline writes, in query order."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -17,6 +17,7 @@ from engine.errors import UserError
 __all__ = ["Column", "TableDef", "load_tables"]
 
 WriteMode = Literal["append", "merge"]
+TableRole = Literal["data", "quarantine"]
 
 _SCALARS: Mapping[exp.DataType.Type, pa.DataType] = {
     exp.DataType.Type.TEXT: pa.string(),
@@ -56,7 +57,9 @@ class TableDef:
     key: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
     description: str = ""
-    properties: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: "quarantine" for the table of rejected input (`'lake.role' = 'quarantine'`): the run
+    #: counts its rows in the input-line accounting.
+    role: TableRole = "data"
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
@@ -130,6 +133,9 @@ def load_table(path: Path) -> TableDef:
     mode = props.get("lake.mode", "append")
     if mode not in ("append", "merge"):
         raise UserError(f"{path}: lake.mode must be 'append' or 'merge', not '{mode}'")
+    role = props.get("lake.role", "data")
+    if role not in ("data", "quarantine"):
+        raise UserError(f"{path}: lake.role must be 'data' or 'quarantine', not '{role}'")
     key = tuple(k.strip() for k in props.get("lake.key", "").split(",") if k.strip())
     if mode == "merge" and not key:
         raise UserError(f"{path}: a merged table needs TBLPROPERTIES ('lake.key' = 'col, ...')")
@@ -145,7 +151,7 @@ def load_table(path: Path) -> TableDef:
         key=key,
         partition_by=partition_by,
         description=_header_comment(text),
-        properties=props,
+        role=role,  # type: ignore[arg-type]
     )
 
 

@@ -1,5 +1,6 @@
 """A pipeline's graph (source, SQL views, handlers, Delta tables, Kafka topics) built from the
-plan without Spark, and its Mermaid text; `engine.graph.svg` lays it out as SVG or PNG."""
+plan without Spark, and its Mermaid text; `engine.graph.dot` has Graphviz draw it as SVG or
+PNG."""
 
 from __future__ import annotations
 
@@ -69,13 +70,6 @@ class Graph:
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]
     queries: tuple[QueryGroup, ...]
-
-    def node(self, node_id: str) -> Node:
-        """The node with this id (KeyError if none)."""
-        for node in self.nodes:
-            if node.id == node_id:
-                return node
-        raise KeyError(node_id)
 
     def find(self, kind: NodeKind, name: str) -> Node:
         """The node of this kind and name (KeyError if none)."""
@@ -220,7 +214,7 @@ _SHAPES: dict[str, tuple[str, str]] = {
     "topic": ("[/", "/]"),
 }
 
-#: Fill and stroke per style class, shared with the SVG so both look alike.
+#: Fill and stroke per style class, shared with the Graphviz drawing so both look alike.
 COLOURS: dict[str, tuple[str, str]] = {
     "source": ("#dbeafe", "#1d4ed8"),
     "view": ("#f8fafc", "#475569"),

@@ -1,0 +1,66 @@
+"""The lake: a folder of Delta tables known by name, read at a snapshot with delta-rs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from engine.errors import UserError, first_line
+
+__all__ = ["LATEST", "Snapshot", "lake_tables", "table_path"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Which version of every table a query reads: the latest, a version number, or the
+    version current at a point in time."""
+
+    version: int | None = None
+    as_of: dt.datetime | None = None
+
+    @classmethod
+    def parse(cls, version: int | None, as_of: str | None) -> Snapshot:
+        """From the command-line options; a time without a zone is UTC."""
+        if as_of is None:
+            return cls(version=version)
+        try:
+            when = dt.datetime.fromisoformat(as_of)
+        except ValueError:
+            raise UserError(
+                f"--as-of: not a timestamp: {as_of!r} (e.g. 2024-06-01T12:00:00Z)"
+            ) from None
+        return cls(as_of=when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+
+    def open(self, name: str, path: Path) -> DeltaTable:
+        """The Delta table at this snapshot; a version it does not have is a user error."""
+        try:
+            table = DeltaTable(str(path), version=self.version)
+            if self.as_of is not None:
+                table.load_as_version(self.as_of)
+        except Exception as err:  # delta-rs raises several types for a missing version
+            wanted = f"--version {self.version}" if self.as_of is None else "--as-of"
+            raise UserError(f"query: table '{name}' at {wanted}: {first_line(err)}") from None
+        return table
+
+
+LATEST = Snapshot()
+
+
+def lake_tables(lake: Path) -> dict[str, Path]:
+    """The Delta tables directly under the lake folder, by name."""
+    if not lake.is_dir():
+        raise UserError(f"--lake: no lake at {lake}")
+    return {p.name: p for p in sorted(lake.iterdir()) if (p / "_delta_log").is_dir()}
+
+
+def table_path(lake: Path, name: str) -> Path:
+    """The folder of the lake's table `name`; an unknown name is a user error listing the
+    tables there."""
+    tables = lake_tables(lake)
+    if name not in tables:
+        known = ", ".join(tables) or "none"
+        raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")
+    return tables[name]

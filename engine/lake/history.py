@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from engine.query import lake_tables
+from engine.lake import lake_tables
 from engine.errors import UserError
 
 __all__ = ["HISTORY_SCHEMA", "rows_written", "table_history"]

@@ -147,8 +147,7 @@ def _files_gone(checkpoint: Path) -> list[str]:
 
 
 def _kafka_start_lost(pipeline: Pipeline) -> str | None:
-    from engine.sources import kafka_options
-    from engine.sources.kafka import KafkaOptions, log_starts
+    from engine.sources.kafka_topic import KafkaOptions, kafka_options, log_starts
 
     options = KafkaOptions.parse(kafka_options(pipeline.source, pipeline.kafka))
     lost = {p: start for p, start in log_starts(options).items() if start > 0}

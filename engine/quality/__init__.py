@@ -16,11 +16,11 @@ from deltalake import DeltaTable
 
 from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
+from engine.lake import lake_tables
 from engine.lake.values import json_safe
 from engine.project import PROJECT, Project
 from engine.quality.html import write_report_html
 from engine.quality.suites import Suite, load_suites
-from engine.query import lake_tables
 
 __all__ = ["Outcome", "QualityReport", "TableResult", "default_report_dir", "validate_lake"]
 

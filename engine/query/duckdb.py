@@ -33,7 +33,8 @@ from sqlglot import exp
 from engine.definitions.durations import parse_duration
 from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError, first_line
-from engine.query import LATEST, Snapshot, parse_query, read_tables
+from engine.lake import LATEST, Snapshot
+from engine.query import parse_query, read_tables
 from engine.query.functions import check_bare_names
 
 __all__ = ["connect", "run_duckdb", "to_duckdb_sql"]

@@ -10,12 +10,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from engine.definitions.tables import TableDef
 from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
+from engine.sinks import Sink
 
 __all__ = ["BatchViews"]
 
@@ -27,9 +27,9 @@ class BatchViews:
     def __init__(self, plan: Plan, query: QueryPlan) -> None:
         self.plan = plan
         self.query = query
-        #: What each target is written as (a table, or a topic's message), in target order;
+        #: What each target is written to (a table, or a topic's message), in target order;
         #: set by `check` before the query starts.
-        self.tables: list[TableDef] = []
+        self.sinks: list[Sink] = []
         #: Each handler input's columns, as the passthrough rows carry them; set by `check`.
         self.input_columns: dict[str, list[str]] = {}
 
@@ -57,25 +57,25 @@ class BatchViews:
             except PySparkException as err:
                 raise UserError(f"{step.path}: {spark_error_line(err)}") from None
         return [
-            self._select(spark.table(view), table, view)
-            for table, view in zip(self.tables, self.query.targets, strict=True)
+            self._select(spark.table(view), sink, view)
+            for sink, view in zip(self.sinks, self.query.targets, strict=True)
         ]
 
     @staticmethod
-    def _select(df: DataFrame, table: TableDef, view: str) -> DataFrame:
-        missing = [c.name for c in table.columns if c.name not in df.columns]
+    def _select(df: DataFrame, sink: Sink, view: str) -> DataFrame:
+        missing = [c.name for c in sink.columns if c.name not in df.columns]
         if missing:
             raise UserError(
-                f"{table.path}: view '{view}' lacks column(s) {', '.join(missing)} "
-                f"of table {table.name}"
+                f"{sink.where}: view '{view}' lacks column(s) {', '.join(missing)} "
+                f"of table {sink.name}"
             )
-        return df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in table.columns])
+        return df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in sink.columns])
 
-    def check(self, spark: SparkSession, schema: StructType, tables: Sequence[TableDef]) -> None:
-        """Set the sinks' `tables` and run the batch steps once on no rows of the stream's
+    def check(self, spark: SparkSession, schema: StructType, sinks: Sequence[Sink]) -> None:
+        """Set the `sinks` and run the batch steps once on no rows of the stream's
         `schema`, in a session of their own, so a missing column or a SQL error stops the run
         before any query starts."""
-        self.tables = list(tables)
+        self.sinks = list(sinks)
         for output in self.query.outputs:
             if output.handlers is not None and output.passthrough:
                 self.input_columns[output.handlers.input] = spark.table(

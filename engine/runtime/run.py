@@ -31,7 +31,7 @@ from engine.sinks.delta import DeltaSink
 from engine.sinks.kafka import SparkTopicSink, TopicSink, headers_column, java_client
 from engine.sinks.spark_delta import SparkDeltaSink
 from engine.sinks.writer import MultiTableWriter
-from engine.sources import Connector, kafka_connector
+from engine.sources.streams import Connector, kafka_connector
 
 __all__ = ["RunOptions", "RunResult", "run_pipeline"]
 
@@ -76,8 +76,9 @@ class RunResult:
             tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items())
             out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
             # The query that writes quarantine sees every input line, so it can account for them.
-            if t and t.deduplicates and "quarantine" in writer.rows:
-                quarantined = writer.rows["quarantine"]
+            rejects = [s.name for s in writer.sinks if s.quarantine]
+            if t and t.deduplicates and rejects:
+                quarantined = sum(writer.rows[name] for name in rejects)
                 missing = t.source_rows - (t.accepted + quarantined + t.duplicates + t.late)
                 out.write(
                     f"query {name}: input lines {t.source_rows:,} = {t.accepted:,} events + "
@@ -328,7 +329,7 @@ def run_pipeline(
         if not _is_direct(writer):
             streams[name], counts = stream_rows(spark, plan, plan.queries[name])
             result.handler_counts.update(counts)
-            views.check(spark, streams[name].schema, [s.table for s in writer.sinks])
+            views.check(spark, streams[name].schema, writer.sinks)
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}

@@ -18,7 +18,7 @@ from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
 from engine.runtime.handler_adapter import CountsParam, apply_handlers
-from engine.sources import open_source
+from engine.sources.streams import open_source
 
 __all__ = ["build_views", "stream_rows"]
 
@@ -55,7 +55,7 @@ def build_views(
     """Register the source and every streaming step of the plan as temp views, in order;
     `lake` holds the table of a delta source. Handlers run per query (`stream_rows`)."""
     pipeline = plan.pipeline
-    source = open_source(spark, pipeline.source, path=input_path, kafka=pipeline.kafka, lake=lake)
+    source = open_source(spark, pipeline, path=input_path, lake=lake)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None
     skip = _after_handlers(plan)

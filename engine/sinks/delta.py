@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
 from deltalake import (
@@ -16,42 +16,44 @@ from deltalake import (
 )
 
 from engine.definitions.tables import TableDef
+from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
+from engine.sinks import BatchId
 
-__all__ = ["BatchId", "DeltaSink"]
+__all__ = ["DeltaSink", "commit_properties"]
 
 
-@dataclass(frozen=True)
-class BatchId:
-    """Who writes: the app id (pipeline, query, checkpoint) and Spark's batch id."""
-
-    app_id: str
-    batch: int
-    pipeline: str
-    query: str
-
-    def commit_properties(self) -> CommitProperties:
-        """Commit info that makes a retried batch a no-op and shows up in table history."""
-        return CommitProperties(
-            app_transactions=[Transaction(app_id=self.app_id, version=self.batch)],
-            custom_metadata={
-                "pipeline": self.pipeline,
-                "query": self.query,
-                "batch_id": str(self.batch),
-            },
-        )
+def commit_properties(batch: BatchId) -> CommitProperties:
+    """Commit info that makes a retried batch a no-op and shows up in table history."""
+    return CommitProperties(
+        app_transactions=[Transaction(app_id=batch.app_id, version=batch.batch)],
+        custom_metadata={
+            "pipeline": batch.pipeline,
+            "query": batch.query,
+            "batch_id": str(batch.batch),
+        },
+    )
 
 
 class DeltaSink:
     """One Delta table under the lake folder, created from its definition on first use,
     written with delta-rs from the driver (the embedded path)."""
 
-    #: The form `write` takes a batch in: Arrow, collected to the driver.
-    takes = "arrow"
+    takes: Literal["arrow", "dataframe"] = "arrow"
+    order = 1
+    transactional = True
 
     def __init__(self, table: TableDef, lake: Path) -> None:
         self.table = table
         self.path = lake / table.name
+        self.name = table.name
+        self.where = table.path
+        self.columns = table.columns
+        self.quarantine = table.role == "quarantine"
+
+    def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
+        """From now on the table is this checkpoint's (engine/lake/guard.py)."""
+        claim_table(self.path, pipeline=pipeline, query=query, checkpoint=checkpoint)
 
     def open(self) -> DeltaTable:
         """The Delta table, created empty with the declared schema if missing."""
@@ -142,7 +144,7 @@ class DeltaSink:
                 raise ValueError(f"table {self.table.name}: NULL in NOT NULL column {f.name}")
         return data.cast(schema)
 
-    def has(self, batch: BatchId) -> bool:
+    def holds(self, batch: BatchId) -> bool:
         """Whether the table already holds this batch (or a later one) of this writer."""
         done = DeltaTable(str(self.path)).transaction_version(batch.app_id)
         return done is not None and done >= batch.batch
@@ -155,7 +157,7 @@ class DeltaSink:
             return 0
         data = self.conform(data)
         if self.table.mode == "append":
-            write_deltalake(dt, data, mode="append", commit_properties=batch.commit_properties())
+            write_deltalake(dt, data, mode="append", commit_properties=commit_properties(batch))
         else:
             predicate = " AND ".join(f"t.{k} = s.{k}" for k in self.table.key)
             (
@@ -164,7 +166,7 @@ class DeltaSink:
                     predicate,
                     source_alias="s",
                     target_alias="t",
-                    commit_properties=batch.commit_properties(),
+                    commit_properties=commit_properties(batch),
                 )
                 .when_matched_update_all()
                 .when_not_matched_insert_all()

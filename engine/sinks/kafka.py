@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import pyarrow as pa
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from engine.definitions.tables import Column, TableDef
+from engine.definitions.tables import Column
 from engine.errors import KafkaUnavailable
-from engine.sinks.delta import BatchId
+from engine.sinks import BatchId
+from engine.sinks.kafka_producer import KafkaDeliveryError, KafkaProducer
 
 __all__ = ["SparkTopicSink", "TopicSink", "headers_column", "java_client"]
 
@@ -29,24 +30,36 @@ class TopicSink:
     """One topic. A batch is sent whole or fails: any delivery error raises, so the batch is
     retried from the checkpoint (at-least-once; see docs/decisions.md)."""
 
-    takes = "arrow"
+    takes: Literal["arrow", "dataframe"] = "arrow"
+    #: Before the tables: alerts leave as soon as the batch is computed.
+    order = 0
+    quarantine = False
+    #: A topic keeps no batch ids, so it cannot tell a replayed batch (engine.sinks.writer).
+    transactional = False
+    columns = _MESSAGE
 
     def __init__(self, topic: str, client: Mapping[str, str], *, where: Path) -> None:
         self.topic = topic
         self.client = dict(client)
-        self.table = TableDef(name=f"kafka:{topic}", path=where, columns=_MESSAGE, mode="append")
-        self._producer: Any = None
+        self.name = f"kafka:{topic}"
+        self.where = where
+        self._producer: KafkaProducer | None = None
+
+    def holds(self, batch: BatchId) -> bool:
+        """A topic cannot tell: never."""
+        return False
+
+    def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
+        """Topics are not claimed: several writers may send to one."""
 
     @property
     def servers(self) -> str:
         """The broker list, for messages."""
         return self.client.get("bootstrap.servers", "?")
 
-    def _connect(self) -> Any:
+    def _connect(self) -> KafkaProducer:
         if self._producer is None:
-            from confluent_kafka import Producer
-
-            self._producer = Producer(
+            self._producer = KafkaProducer(
                 {
                     "enable.idempotence": True,
                     "acks": "all",
@@ -63,12 +76,6 @@ class TopicSink:
         if data.num_rows == 0:
             return 0
         producer = self._connect()
-        failures: list[str] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failures.append(err.str())
-
         headers = [
             ("pipeline", batch.pipeline.encode()),
             ("query", batch.query.encode()),
@@ -77,20 +84,13 @@ class TopicSink:
         keys, values = data.column("key").to_pylist(), data.column("value").to_pylist()
         try:
             for key, value in zip(keys, values, strict=True):
-                producer.produce(
-                    self.topic, value=value, key=key, headers=headers, on_delivery=delivered
-                )
-                producer.poll(0)
-        except BufferError as err:  # local queue full: the broker is not taking messages
-            failures.append(str(err))
-        left = producer.flush(float(self.client.get("message.timeout.ms", 30000)) / 1000 + 5)
-        if failures or left:
+                producer.send(self.topic, value, key, headers=headers)
+            producer.flush(float(self.client.get("message.timeout.ms", 30000)) / 1000 + 5)
+        except KafkaDeliveryError as err:
             self._producer = None  # an idempotent producer cannot go on after a failure
             raise KafkaUnavailable(
-                f"kafka broker {self.servers} unreachable (kafka.bootstrap.servers): "
-                f"{len(failures) + left} of {data.num_rows} messages to topic {self.topic} "
-                f"not delivered ({failures[0] if failures else 'timed out'})"
-            )
+                f"kafka broker {self.servers} unreachable (kafka.bootstrap.servers): {err}"
+            ) from None
         return data.num_rows
 
 

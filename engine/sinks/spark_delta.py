@@ -20,7 +20,8 @@ from sqlglot import exp
 
 from engine.definitions.tables import TableDef
 from engine.plan.table_changes import TableChanges
-from engine.sinks.delta import BatchId, DeltaSink
+from engine.sinks import BatchId
+from engine.sinks.delta import DeltaSink
 
 __all__ = ["SparkDeltaSink", "alter_table_sql", "create_table_sql"]
 

@@ -10,11 +10,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from engine.lake.guard import claim_table, record_batch, writer_id
-from engine.sinks.delta import BatchId, DeltaSink
-from engine.sinks.kafka import TopicSink
-
-Sink = DeltaSink | TopicSink
+from engine.lake.guard import record_batch, writer_id
+from engine.sinks import BatchId, Sink
 
 __all__ = ["MultiTableWriter"]
 
@@ -59,39 +56,32 @@ class MultiTableWriter:
         must not be sent again, since the tables are written after the topics."""
         if self._last_batch is not None and batch.batch > self._last_batch:
             return set()  # a batch this writer has not seen: no table can hold it
-        tables = {i for i, s in enumerate(self.sinks) if isinstance(s, DeltaSink)}
-        held = {i for i in tables if self.sinks[i].has(batch)}
-        if tables and held == tables:
-            held |= {i for i, s in enumerate(self.sinks) if isinstance(s, TopicSink)}
+        tells = {i for i, s in enumerate(self.sinks) if s.transactional}
+        held = {i for i in tells if self.sinks[i].holds(batch)}
+        if tells and held == tells:
+            held |= set(range(len(self.sinks)))  # the others were written before them
         return held
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         batch = BatchId(self.app_id, batch_id, self.pipeline, self.query)
         if self._last_batch is None:
-            # From now on the tables are this checkpoint's (engine/lake/guard.py).
             for sink in self.sinks:
-                if isinstance(sink, DeltaSink):
-                    claim_table(
-                        sink.path,
-                        pipeline=self.pipeline,
-                        query=self.query,
-                        checkpoint=self.checkpoint,
-                    )
+                sink.claim(pipeline=self.pipeline, query=self.query, checkpoint=self.checkpoint)
         held = self._held(batch)
         self._last_batch = batch_id if self._last_batch is None else max(self._last_batch, batch_id)
         # Every sink reads the batch's rows: compute them once.
         df.persist()
         try:
             parts = self.views(df)
-            order = sorted(enumerate(self.sinks), key=lambda e: isinstance(e[1], DeltaSink))
+            order = sorted(enumerate(self.sinks), key=lambda e: e[1].order)
             filled = []
             for i, sink in order:
                 rows = self._write(sink, parts[i], batch, held=i in held)
                 with self._lock:
-                    self.rows[sink.table.name] += rows
-                    self.written[sink.table.name] += 0 if i in held else rows
-                if rows and isinstance(sink, DeltaSink):
-                    filled.append(sink.table.name)
+                    self.rows[sink.name] += rows
+                    self.written[sink.name] += 0 if i in held else rows
+                if rows and sink.transactional:
+                    filled.append(sink.name)
             # Before Spark commits the batch: a table that later lacks it is noticed.
             record_batch(self.checkpoint, filled, batch_id)
         finally:

@@ -501,13 +501,16 @@ def test_absurd_times_do_not_poison_the_watermark_or_reach_the_handlers(spark, t
 def test_kafka_values_that_are_not_utf8_keep_their_bytes(spark, broker, tmp_path, connector):
     """Spark's connector casts the value's bytes to STRING as they are, and so does the Python
     source: the parse SQL sees them, quarantines the record and keeps its bytes in base64."""
-    from engine.sources import open_source
+    from engine.sources.streams import open_source
 
     bad = reading(device='"dev\xfc"').encode("latin-1")
     produce(broker.servers, "sensor-readings", [reading(), bad])
-    pipeline = Registry().get("sensor_cep").with_settings({"source.connector": connector})
+    pipeline = Registry().get("sensor_cep")
+    pipeline = pipeline.with_settings(
+        {"source.connector": connector, "kafka.bootstrap.servers": broker.servers}
+    )
     session = spark.newSession()
-    stream = open_source(session, pipeline.source, kafka={"bootstrap.servers": broker.servers})
+    stream = open_source(session, pipeline)
     stream.createOrReplaceTempView("raw_readings")
     for view in ("sensor_readings", "quarantine"):
         session.sql((PROJECT / "sql" / "sensor_cep" / f"{view}.sql").read_text())

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from engine.errors import UserError
-from engine.query import SUBSTITUTE, Snapshot, print_rows, run_query
+from engine.lake import Snapshot
+from engine.query import SUBSTITUTE, run_query
 from engine.query.duckdb import run_duckdb
 from engine.query.functions import allowed_functions, refused_functions
+from engine.query.output import print_rows
 from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 

@@ -159,7 +159,7 @@ def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path, connector):
 
 
 def test_native_connector_where_spark_has_no_kafka_jar_is_one_line(spark, monkeypatch):
-    from engine import sources
+    from engine.sources import streams as sources
 
     monkeypatch.setattr(sources, "has_kafka", lambda _spark: False)
     spec = Registry().get("sensor_cep").with_settings({"source.connector": "native"}).source

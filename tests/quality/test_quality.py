@@ -17,7 +17,8 @@ from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.quality import validate_lake
 from engine.quality.suites import load_suite, load_suites
-from engine.sinks.delta import BatchId, DeltaSink
+from engine.sinks import BatchId
+from engine.sinks.delta import DeltaSink
 
 PROJECT = Path(__file__).resolve().parents[2]
 TABLES = load_tables(PROJECT / "tables")

@@ -1,5 +1,5 @@
 """What every part-file generator shares (devtools.generators): full files in mtime order, no
-overwriting, a progress bar on stderr."""
+overwriting, a progress bar on stderr, a summary, and the registry `runner.py generate` uses."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.generators import Summary, generators
 from devtools.generators.order_status import generate_order_status
 from devtools.generators.sensor_cep import generate_sensor_cep
 from devtools.generators.user_activity import generate_user_activity
+from engine.cli import main
 
 GENERATORS = [generate_sensor_cep, generate_user_activity, generate_order_status]
 
@@ -45,3 +47,55 @@ def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys, generate) -> None:
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "300/300" in captured.err
+
+
+# --- the registry `runner.py generate` dispatches through ---------------------------------------
+
+
+@pytest.mark.parametrize("pipeline", sorted(generators()))
+def test_each_registered_generator_runs_through_the_cli(tmp_path: Path, capsys, pipeline) -> None:
+    out = tmp_path / "out"
+    assert main(["generate", pipeline, "--out", str(out), "--events", "50", "--seed", "3"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    expected = generators()[pipeline].function(tmp_path / "again", events=50, seed=3)
+    assert isinstance(expected, Summary)
+    # One line, `name value, ...` in the summary's field order; the same lines as a direct call.
+    assert printed == [", ".join(f"{k} {v}" for k, v in expected.as_dict().items())]
+    assert printed == [expected.line()]
+    assert expected.lines >= 50 and expected.files == 1
+    assert sorted(p.read_text() for p in out.iterdir()) == sorted(
+        p.read_text() for p in (tmp_path / "again").iterdir()
+    )
+
+
+def test_the_registry_knows_the_seeded_pipelines() -> None:
+    known = generators()
+    assert sorted(known) == ["order_status", "sensor_cep", "server_logs", "user_activity"]
+    assert sorted(name for name, g in known.items() if g.kafka) == ["order_status", "sensor_cep"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["nope", "--out", "x"],
+            "error: generate: no generator for pipeline 'nope' "
+            "(have: order_status, sensor_cep, server_logs, user_activity)",
+        ),
+        (
+            ["server_logs", "--out", "kafka://127.0.0.1:9092/logs"],
+            "error: --out: server_logs's generator writes part files to a folder, not Kafka",
+        ),
+    ],
+)
+def test_generate_user_errors_are_one_line(capsys, args, message) -> None:
+    assert main(["generate", *args]) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_generate_into_a_non_empty_folder_is_one_line(tmp_path: Path, capsys) -> None:
+    (tmp_path / "keep.txt").write_text("x")
+    assert main(["generate", "order_status", "--out", str(tmp_path)]) == 2
+    # The progress bar may be on stderr before it.
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"error: --out: {tmp_path} exists and is not empty"

@@ -1,13 +1,14 @@
-"""`runner.py graph`: the pipeline graph from the plan (no Spark), its Mermaid text, its SVG
-layout and the command line."""
+"""`runner.py graph`: the pipeline graph from the plan (no Spark), its Mermaid text, its
+Graphviz DOT text and drawings (a real `dot`, which `make setup` installs) and the command
+line."""
 
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from engine.cli import main
 from engine.definitions.pipeline import Registry
 from engine.graph import Edge, Graph, Node, QueryGroup, pipeline_graph, to_mermaid
-from engine.graph.svg import find_chromium, layout, to_svg
+from engine.graph.dot import render, to_dot
 
 PROJECT = Path(__file__).resolve().parents[2]
 PIPELINES = ["server_logs", "user_activity", "sensor_cep", "order_status", "customer_spend"]
@@ -156,51 +157,167 @@ def test_mermaid_is_structurally_valid(graphs, name):
     assert len(edges) == len(graphs[name].edges)
 
 
-def _boxes(svg_text: str) -> list[tuple[float, float, float, float]]:
-    root = ET.fromstring(svg_text.encode())
-    groups = [g for g in root.iter(f"{SVG}g") if "node" in g.get("class", "").split()]
-    return [tuple(float(g.get(f"data-{k}")) for k in ("x", "y", "width", "height")) for g in groups]
+def _dot_statements(text: str) -> dict[str, str]:
+    """Node id -> its DOT statement line, and the name of the cluster around it (if any)."""
+    found, cluster = {}, ""
+    for line in text.splitlines():
+        if m := re.match(r'^\s*subgraph "(cluster_[^"]+)" \{$', line):
+            cluster = m.group(1)
+        elif line.strip() == "}":
+            cluster = ""
+        elif m := re.match(r'^\s*"([A-Za-z0-9_]+)" \[(.*)\]$', line):
+            found[m.group(1)] = f"{cluster} {m.group(2)}".strip()
+    return found
 
 
-def _overlap(a, b) -> bool:
-    ax, ay, aw, ah = a
-    bx, by, bw, bh = b
-    return ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah
+#: (pipeline, node id, fragments its DOT statement must hold): shapes, colours, labels, clusters.
+DOT_NODES = [
+    (
+        "server_logs",
+        "source_raw_logs",
+        [
+            "shape=box",
+            'style="rounded,filled"',
+            'fillcolor="#dbeafe"',
+            "<B>raw_logs (files)</B>",
+            ">data/server_logs<",
+        ],
+    ),
+    (
+        "server_logs",
+        "view_parsed_logs",
+        ["shape=box", 'style="filled"', 'fillcolor="#f8fafc"', "<B>parsed_logs</B>"],
+    ),
+    (
+        "server_logs",
+        "view_log_lines",
+        [
+            "shape=box",
+            'fillcolor="#fef3c7"',
+            'class="view stateful"',
+            "<B>log_lines</B>",
+            ">dedup · watermark 1 minute<",
+        ],
+    ),
+    (
+        "server_logs",
+        "handler_session_updates",
+        [
+            "shape=box",
+            "peripheries=2",
+            'fillcolor="#ede9fe"',
+            "<B>session_updates</B>",
+            ">SessionHandler<",
+        ],
+    ),
+    (
+        "server_logs",
+        "table_sessions",
+        ["cluster_query_main ", "shape=cylinder", 'fillcolor="#dcfce7"', "<B>sessions (merge)</B>"],
+    ),
+    (
+        "server_logs",
+        "table_events",
+        ["cluster_query_main ", "shape=cylinder", "<B>events (append)</B>"],
+    ),
+    (
+        "sensor_cep",
+        "source_raw_readings",
+        ["<B>raw_readings (kafka)</B>", ">topic sensor-readings<"],
+    ),
+    (
+        "sensor_cep",
+        "topic_sensor_anomalies",
+        [
+            "cluster_query_alerts ",
+            "shape=polygon",
+            "sides=4",
+            "skew=0.25",
+            'fillcolor="#fce7f3"',
+            "<B>kafka: sensor-anomalies</B>",
+        ],
+    ),
+    (
+        "user_activity",
+        "view_activity_events",
+        [">dedup on user, event_time · watermark 5 seconds<"],
+    ),
+    ("user_activity", "table_user_event_counts", ["cluster_query_counts ", "shape=cylinder"]),
+]
+
+
+@pytest.mark.parametrize(("name", "node_id", "fragments"), DOT_NODES)
+def test_dot_nodes(graphs, name, node_id, fragments):
+    statement = _dot_statements(to_dot(graphs[name]))[node_id]
+    for fragment in fragments:
+        assert fragment in statement, (fragment, statement)
 
 
 @pytest.mark.parametrize("name", PIPELINES)
-def test_svg_is_well_formed_without_overlaps(graphs, name):
+def test_dot_declares_every_node_and_edge(graphs, name):
     graph = graphs[name]
-    svg = to_svg(graph)
-    root = ET.fromstring(svg.encode())
+    text = to_dot(graph)
+    assert text.startswith(f'digraph "{name}" {{\n') and text.endswith("}\n")
+    assert "rankdir=LR" in text and f"<B>pipeline {name}</B>" in text
+    assert set(_dot_statements(text)) == {n.id for n in graph.nodes}
+    edges = re.findall(r'^\s*"(\w+)" -> "(\w+)"$', text, re.MULTILINE)
+    assert sorted(edges) == sorted((e.source, e.target) for e in graph.edges)
+    for group in graph.queries:
+        assert f"<I>{group.title}</I>" in text
+    # The legend shows the colours the drawing uses, and only those.
+    assert ("Kafka topic" in text) == any(n.kind == "topic" for n in graph.nodes)
+
+
+def _svg_texts(svg: bytes) -> list[str]:
+    root = ET.fromstring(svg)
     assert root.tag == f"{SVG}svg"
-    boxes = _boxes(svg)
-    assert len(boxes) == len(graph.nodes)
-    for a, b in combinations(boxes, 2):
-        assert not _overlap(a, b), (a, b)
-    width, height = float(root.get("width")), float(root.get("height"))
-    assert all(x >= 0 and y >= 0 and x + w <= width and y + h <= height for x, y, w, h in boxes)
-    paths = [p for p in root.iter(f"{SVG}path") if p.get("class") == "edge"]
-    assert len(paths) == len(graph.edges)
+    return ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
 
 
-def test_long_edges_pass_between_boxes():
-    # d reads s directly and through a, b, c: s -> d crosses the columns of a, b and c.
-    def view(i: str) -> Node:
-        return Node(i, "view", i, (i,))
+def test_dot_escapes_labels():
+    # Names as odd as a yaml allows: quotes, angle brackets, ampersands, backslashes.
+    odd = 'a "b" <c> & d\\e'
+    nodes = (
+        Node("s", "source", odd, (f"{odd} (files)", "x<y>&z")),
+        Node("v", "view", odd, (odd, "dedup · watermark 1 minute"), stateful=True),
+        Node("t", "table", odd, (f"{odd} (append)",), queries=("q",)),
+    )
+    edges = (Edge("s", "v"), Edge("v", "t", "q"))
+    graph = Graph('p "<&>"', nodes, edges, (QueryGroup("q", 'query "q" <&>', ("t",)),))
+    texts = _svg_texts(render(to_dot(graph), "svg"))
+    for expected in (f"{odd} (files)", "x<y>&z", odd, f"{odd} (append)", 'query "q" <&>'):
+        assert expected in texts
+    assert 'pipeline p "<&>"' in texts
 
-    nodes = (Node("s", "source", "s", ("s",)), *map(view, "abcd"))
-    edges = tuple(Edge(a, b) for a, b in ["sa", "ab", "bc", "cd", "sd", "sc"])
-    graph = Graph("synthetic", nodes, edges, (QueryGroup("q", "query q", ()),))
-    lay = layout(graph)
-    route = next(r for r in lay.routes if (r.edge.source, r.edge.target) == ("s", "d"))
-    assert len(route.points) == 2 + 2 * 3  # enters and leaves each column it crosses
-    for (x1, y), (x2, _) in zip(route.points[1:-1:2], route.points[2:-1:2], strict=True):
-        for box in lay.boxes.values():
-            crosses_column = box.x < x2 and x1 < box.x + box.width
-            assert not (crosses_column and box.y <= y <= box.y + box.height)
-    for a, b in combinations(lay.boxes.values(), 2):
-        assert not _overlap((a.x, a.y, a.width, a.height), (b.x, b.y, b.width, b.height))
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_dot_renders_svg_and_png(graphs, name, tmp_path):
+    graph = graphs[name]
+    svg, png = tmp_path / f"{name}.svg", tmp_path / f"{name}.png"
+    assert main(["graph", name, "--out", str(svg)]) == 0
+    assert main(["graph", name, "--out", str(png)]) == 0
+    texts = _svg_texts(svg.read_bytes())
+    for node in graph.nodes:
+        assert node.label[0] in texts
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert 400 <= width <= 4000 and 150 <= height <= 1500, (width, height)
+
+
+def test_missing_dot_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    out = tmp_path / "g.svg"
+    assert main(["graph", "server_logs", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"--out {out}: drawing needs Graphviz's `dot` program" in err
+    assert "make setup" in err and "apt-get install graphviz" in err
+    assert not out.exists()
+    # Mermaid needs no Graphviz.
+    assert main(["graph", "server_logs", "--out", str(tmp_path / "g.mmd")]) == 0
 
 
 def test_cli_prints_mermaid():
@@ -241,8 +358,11 @@ def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch, args, message):
     assert not (tmp_path / "x.txt").exists()
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium to render the PNG")
-def test_cli_writes_png(tmp_path):
-    out = tmp_path / "g.png"
-    assert main(["graph", "server_logs", "--out", str(out)]) == 0
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_sink_of_several_queries_names_them():
+    nodes = (
+        Node("s", "source", "s", ("s (files)",)),
+        Node("t", "table", "t", ("t (append)",), queries=("q", "r")),
+    )
+    edges = (Edge("s", "t", "q"), Edge("s", "t", "r"))
+    groups = (QueryGroup("q", "query q", ("t",)), QueryGroup("r", "query r", ()))
+    assert "queries q, r" in _svg_texts(render(to_dot(Graph("p", nodes, edges, groups)), "svg"))

@@ -6,7 +6,7 @@ import pytest
 
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.sources.kafka import KafkaOptions, split_limit
+from engine.sources.kafka_topic import KafkaOptions, split_limit
 
 
 @pytest.mark.parametrize(

@@ -183,6 +183,34 @@ CASES = [
     ),
 ]
 
+# What `run` refuses, `lint` reports: the plan's findings (engine/plan) are lint's first ones.
+CASES += [
+    pytest.param(
+        "pipelines/order_status.yaml",
+        "order_totals: order_totals",
+        "order_total: order_totals",
+        "pipelines/order_status.yaml: error: query orders: unknown table 'order_total'"
+        " (tables/order_total.sql) [sink]",
+        id="unknown-table",
+    ),
+    pytest.param(
+        "pipelines/order_status.yaml",
+        "order_totals: order_totals",
+        "order_totals: order_total",
+        "pipelines/order_status.yaml: error: query orders: table order_totals reads unknown"
+        " view 'order_total' [sink]",
+        id="unknown-sink-view",
+    ),
+    pytest.param(
+        "tables/order_totals.sql",
+        "'lake.mode' = 'merge'",
+        "'lake.mode' = 'upsert'",
+        "tables/order_totals.sql: error: lake.mode must be 'append' or 'merge', not 'upsert'"
+        " [table]",
+        id="table-ddl",
+    ),
+]
+
 
 @pytest.mark.parametrize(("file", "old", "new", "expected"), CASES)
 def test_one_finding_per_broken_file(
@@ -195,6 +223,7 @@ def test_one_finding_per_broken_file(
 ) -> None:
     edit(project, file, old, new)
     pipeline = file.split("/")[1] if file.startswith("sql/") else Path(file).stem
+    pipeline = "order_status" if file.startswith("tables/") else pipeline
     code, out = run_lint(project, capsys, pipeline)
     lines = out.splitlines()
     assert f"{project}/{expected}" in lines or expected in lines, out

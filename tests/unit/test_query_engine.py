@@ -15,10 +15,12 @@ import pyarrow.compute as pc
 import pytest
 
 from engine.errors import UserError
+from engine.lake import LATEST, Snapshot
 from engine.lake.history import table_history
-from engine.query import LATEST, Snapshot, parse_query, print_rows
+from engine.query import parse_query
 from engine.query.duckdb import connect, run_duckdb, to_duckdb_sql
 from engine.query.functions import _SYNTAX, allowed_functions, refused_functions
+from engine.query.output import print_rows
 from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 

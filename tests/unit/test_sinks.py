@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 
 from engine.definitions.tables import load_tables
 from engine.project import PROJECT
-from engine.sinks.delta import BatchId, DeltaSink
+from engine.sinks import BatchId
+from engine.sinks.delta import DeltaSink
 
 TABLES = load_tables(PROJECT.tables)
 T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)

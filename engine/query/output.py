@@ -1,0 +1,95 @@
+"""Query results printed alike by every engine: a text table, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, Literal, TextIO
+
+import pyarrow as pa
+
+from engine.lake.values import json_safe, repair_text, replace_leaves
+
+__all__ = ["OutputFormat", "print_rows"]
+
+OutputFormat = Literal["table", "json", "csv"]
+
+
+def _plain(value: Any) -> Any:
+    # Both engines print alike: times in UTC, integral decimals (DuckDB's HUGEINT sums) as
+    # integers, other decimals as numbers; NaN and ±Infinity as text, bytes as base64
+    # (engine/lake/values.py).
+    if isinstance(value, float | bytes):
+        return json_safe(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).isoformat()
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    plain = _plain(value)
+    return json.dumps(plain, allow_nan=False) if isinstance(plain, dict | list) else str(plain)
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        # A date or time past Python's year 9999 (Spark and DuckDB go further): Arrow's text.
+        text = replace_leaves(
+            column.type, lambda t: pa.string() if pa.types.is_temporal(t) else None
+        )
+        return column.cast(text or column.type).to_pylist()
+
+
+def _rows(result: pa.Table) -> list[list[Any]]:
+    """The result's rows as lists of Python values, whatever they hold (engine/lake/values.py)."""
+    columns = [_values(c) for c in repair_text(result).columns]
+    return [list(r) for r in zip(*columns, strict=True)] if columns else []
+
+
+def _print_table(names: Sequence[str], rows: list[list[Any]], out: TextIO) -> None:
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out.write(line + "\n")
+    out.write("| " + " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)) + " |\n")
+    out.write(line + "\n")
+    for c in cells:
+        out.write("| " + " | ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) + " |\n")
+    out.write(line + "\n")
+    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO = sys.stdout) -> None:
+    """Print a result as a text table, one JSON array of row objects, or CSV.
+
+    Any stored value prints: text that is not UTF-8 with `\\xNN` escapes, NaN and ±Infinity
+    as "NaN", "Infinity", "-Infinity" (so the JSON is always JSON), bytes as base64.
+    """
+    names = result.column_names
+    rows = _rows(result)
+    if fmt == "json":
+        objects = [_plain(dict(zip(names, r, strict=True))) for r in rows]
+        json.dump(objects, out, allow_nan=False)
+        out.write("\n")
+    elif fmt == "csv":
+        writer = csv.writer(out)
+        writer.writerow(names)
+        writer.writerows([_cell(v) if v is not None else "" for v in r] for r in rows)
+    else:
+        _print_table(names, rows, out)

@@ -1,0 +1,193 @@
+"""Streaming sources opened in Spark, each registered as the pipeline's raw view (see the
+package's docstring for their columns)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from engine.definitions.pipeline import Pipeline, SourceSpec
+from engine.errors import UserError
+
+__all__ = [
+    "Connector",
+    "delta_table_path",
+    "has_kafka",
+    "kafka_connector",
+    "open_source",
+]
+
+_ORIGIN = "concat_ws(':', topic, partition, offset) AS origin"
+
+
+def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
+    reader = spark.readStream.options(**{k: str(v) for k, v in spec.options.items()})
+    return reader.text(str(folder)).selectExpr(
+        "value",
+        "_metadata.file_path AS source_file",
+        "_metadata.file_path AS origin",
+        # A file's lines arrived when the file was last written.
+        "_metadata.file_modification_time AS timestamp",
+    )
+
+
+def _socket(spark: SparkSession, spec: SourceSpec) -> DataFrame:
+    host, port = spec.options.get("host", "127.0.0.1"), spec.options.get("port")
+    if not port:
+        raise UserError("source.port: a socket source needs the server's port")
+    reader = spark.readStream.format("socket").option("host", str(host)).option("port", str(port))
+    # Spark's socket source stamps each line with its arrival time.
+    return (
+        reader.option("includeTimestamp", "true")
+        .load()
+        .selectExpr("value", "timestamp", f"'socket:{host}:{port}' AS origin")
+    )
+
+
+Connector = Literal["native", "python"]
+_CONNECTORS = ("auto", "native", "python")
+# Options of the Python source that Spark's connector does not have (or names otherwise).
+_PYTHON_ONLY = ("connector", "timeout", "topic", "maxRecordsPerBatch")
+
+
+def has_kafka(spark: SparkSession) -> bool:
+    """Whether the session has Spark's Kafka connector (the spark-sql-kafka jar)."""
+    probe = spark.readStream.format("kafka").option("subscribe", "probe")
+    try:
+        # Resolving the schema finds the provider; nothing connects to a broker.
+        probe.option("kafka.bootstrap.servers", "127.0.0.1:9").load().schema  # noqa: B018
+    except PySparkException:
+        return False
+    return True
+
+
+def kafka_connector(spark: SparkSession, spec: SourceSpec) -> Connector:
+    """Who reads and writes Kafka: `connector` auto (the default) is Spark's own connector
+    where the session has its jar, the Python source and confluent-kafka producer otherwise."""
+    asked = str(spec.options.get("connector", "auto"))
+    if asked not in _CONNECTORS:
+        raise UserError(f"source.connector: auto, native or python, not {asked!r}")
+    if asked == "python":
+        return "python"
+    if has_kafka(spark):
+        return "native"
+    if asked == "native":
+        raise UserError(
+            "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar), "
+            "which this Spark session does not have (`make` fetches it into .jars)"
+        )
+    return "python"
+
+
+def _check_topic(options: Mapping[str, str]) -> None:
+    """Broker and topic there, checked once at the start: Spark's own client would retry an
+    unreachable broker for minutes and wait on a missing topic for ever."""
+    from engine.sources.kafka_topic import KafkaOptions, check_topic
+
+    check_topic(KafkaOptions.parse(options))
+
+
+# The view's columns with either connector. Both give key and value as bytes; the CAST keeps
+# the bytes as they are, so a value that is not valid UTF-8 reaches the SQL intact.
+_KAFKA_COLUMNS = (
+    "CAST(key AS STRING) AS key",
+    "CAST(value AS STRING) AS value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    _ORIGIN,
+)
+
+
+def _native(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """Spark's connector: offsets in the checkpoint, the same view columns as the Python source."""
+    _check_topic(options)
+    native = {
+        "subscribe": options["topic"],
+        # The Python source's default, not Spark's ("latest"): a new query reads the topic.
+        "startingOffsets": options.get("startingOffsets", "earliest"),
+        "maxOffsetsPerTrigger": options.get("maxRecordsPerBatch"),
+        **{k: v for k, v in options.items() if k not in _PYTHON_ONLY},
+    }
+    reader = spark.readStream.format("kafka")
+    for k, v in native.items():
+        if v not in (None, "", "none"):
+            reader = reader.option(k, v)
+    return reader.load().selectExpr(*_KAFKA_COLUMNS)
+
+
+def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> DataFrame:
+    from engine.sources.kafka_topic import kafka_options
+
+    options = kafka_options(spec, client)
+    if kafka_connector(spark, spec) == "native":
+        return _native(spark, options)
+    from engine.sources.kafka import KafkaSource
+    from engine.sources.kafka_topic import KafkaOptions
+
+    KafkaOptions.parse(options)  # option errors now, in one line, not from a Spark worker
+    spark.dataSource.register(KafkaSource)
+    return (
+        spark.readStream.format(KafkaSource.name())
+        .options(**options)
+        .load()
+        .selectExpr(*_KAFKA_COLUMNS)
+    )
+
+
+def delta_table_path(spec: SourceSpec, lake: Path, path: str | None = None) -> Path:
+    """Where a delta source's table is: `path` (--input) if given, else `<lake>/<table>`."""
+    return Path(path).resolve() if path else lake / str(spec.table)
+
+
+def _delta(spark: SparkSession, spec: SourceSpec, table: Path) -> DataFrame:
+    """A lake table read as a stream: its columns, plus `origin` and `timestamp`."""
+    from engine.runtime.session import has_delta
+
+    if not has_delta(spark):
+        raise UserError(
+            f"source.kind: delta needs Delta Lake for Spark (delta-spark jar), which this Spark "
+            f"session does not have (`make` fetches it into .jars); cannot read {table}"
+        )
+    if not (table / "_delta_log").is_dir():
+        raise UserError(
+            f"source.table: no Delta table {spec.table!r} at {table} "
+            "(run the pipeline that writes it first, with the same --lake)"
+        )
+    reader = spark.readStream.format("delta")
+    for key, value in spec.options.items():
+        reader = reader.option(key, str(value))
+    df = reader.load(str(table))
+    extra = [f"'delta:{spec.table}' AS origin"] * ("origin" not in df.columns)
+    # Delta's stream has no per-row arrival time: the rows arrive with the batch that reads
+    # them. In a stream current_timestamp() is the batch's time, kept in the offset log, so a
+    # replayed batch gets the same value.
+    extra += ["current_timestamp() AS timestamp"] * ("timestamp" not in df.columns)
+    return df.selectExpr("*", *extra)
+
+
+def open_source(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    *,
+    path: str | None = None,
+    lake: Path | None = None,
+) -> DataFrame:
+    """The streaming DataFrame of a pipeline's source. `path` (--input) reads that folder of
+    files instead (for a delta source: that Delta table); `lake` is where a delta source finds
+    its table."""
+    spec = pipeline.source
+    if spec.kind == "delta":
+        return _delta(spark, spec, delta_table_path(spec, lake or Path("lake").resolve(), path))
+    if spec.kind == "files" or path is not None:
+        return _files(spark, spec, pipeline.input_folder(path))
+    if spec.kind == "kafka":
+        return _kafka(spark, spec, pipeline.kafka)
+    if spec.kind == "socket":
+        return _socket(spark, spec)
+    raise UserError(f"source kind '{spec.kind}' is not available yet")
