@@ -28,7 +28,8 @@ class KafkaDeliveryError(KafkaUnavailable):
 
 
 class KafkaProducer:
-    """A confluent-kafka Producer made from librdkafka `settings`; counts since the last flush.
+    """A confluent-kafka Producer made from librdkafka `settings` (`client`, for what this does
+    not cover, such as metadata). Errors count the messages sent since the last good flush.
 
     After a failure the producer is spent (an idempotent producer cannot go on after one):
     every further send raises the same error.
