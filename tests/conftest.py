@@ -84,11 +84,11 @@ def staged(scenario: Path, dest: Path) -> Path:
 
 
 def copy_project(dest: Path) -> Path:
-    """A copy of the project's definitions (pipelines/, sql/, tables/) to edit in a test;
-    `Registry(<copy>/pipelines)` reads it."""
+    """A copy of the project (pipelines/, sql/, tables/, quality/, the sample data/) to edit
+    in a test; `Registry(<copy>/pipelines)` reads it and finds the rest beside it."""
     import shutil
 
-    for folder in ("pipelines", "sql", "tables"):
+    for folder in ("pipelines", "sql", "tables", "quality", "data"):
         shutil.copytree(PROJECT / folder, dest / folder)
     return dest
 
