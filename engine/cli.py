@@ -136,6 +136,27 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_log(args: argparse.Namespace) -> int:
+    from engine.lake import lake_tables
+    from engine.lake.event_log import EventLog, event_lines
+    from engine.query.output import print_rows
+
+    lake = Path(args.lake).resolve()
+    lake_tables(lake)  # a missing lake is one line
+    if args.pipeline:
+        _registry(args).get(args.pipeline)  # an unknown name lists the known ones
+    if args.last is not None and args.last < 1:
+        raise UserError("--last: at least 1")
+    events = EventLog(lake).read(pipeline=args.pipeline, last=args.last)
+    if args.format != "text":
+        print_rows(events, args.format)
+    elif not events.num_rows:
+        print(f"no events in {lake} (a run writes them)")
+    else:
+        print("\n".join(event_lines(events)))
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from engine.lake.history import table_history
     from engine.query.output import print_rows
@@ -302,6 +323,13 @@ def _parser() -> argparse.ArgumentParser:
     hist.add_argument("--lake", default="lake")
     hist.add_argument("--format", choices=["table", "json", "csv"], default="table")
     hist.set_defaults(func=_cmd_history)
+
+    log = sub.add_parser("log", help="what the runs did, from the lake's event log")
+    log.add_argument("pipeline", nargs="?", help="only this pipeline's runs (and quality results)")
+    log.add_argument("--last", type=int, default=20, help="the newest N events (default 20)")
+    log.add_argument("--lake", default="lake")
+    log.add_argument("--format", choices=["text", "table", "json", "csv"], default="text")
+    log.set_defaults(func=_cmd_log)
 
     qual = sub.add_parser("quality", help="validate the lake's tables with their suites")
     qual.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default all)")

@@ -11,20 +11,24 @@ from typing import Any, TextIO
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
 from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
 from engine.lake import lake_tables
+from engine.lake.event_log import Event, EventLog
 from engine.lake.values import json_safe
 from engine.project import PROJECT, Project
-from engine.quality.html import write_report_html
+from engine.quality.html import Check, TableHistory, write_report_html
 from engine.quality.suites import Suite, load_suites
 
 __all__ = ["Outcome", "QualityReport", "TableResult", "default_report_dir", "validate_lake"]
 
 _DOCS_SITE = "quality"
+#: Validations per table in the report page's pass/fail strip.
+_HISTORY = 10
 _COLUMN_ARGS = ("column", "column_A", "column_B", "column_list")
 
 
@@ -268,8 +272,75 @@ def validate_lake(
         "tables": {r.table: _jsonable(asdict(r)) for r in report.results},
     }
     report.summary_path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    write_report_html(summary, report.report_dir, report.docs_index.parent)
+    # Logged before the page is written, so the page's history ends with this validation.
+    _log_results(lake, report.results, now)
+    write_report_html(
+        summary,
+        report.report_dir,
+        report.docs_index.parent,
+        _table_history(lake, [r.table for r in report.results]),
+        last=_HISTORY,
+    )
     state_path.write_text(
         json.dumps({k: {"version": v} for k, v in sorted(state.items())}, indent=2) + "\n"
     )
     return report
+
+
+def _table_history(lake: Path, tables: Sequence[str]) -> dict[str, TableHistory]:
+    """Each table's validations and rows written over time, from the lake's event log."""
+    events = EventLog(lake).read()
+    events = events.filter(pc.is_in(events["kind"], pa.array(["batch", "quality"])))
+    checks: dict[str, list[Check]] = {t: [] for t in tables}
+    written: dict[str, list[tuple[dt.datetime, int]]] = {t: [] for t in tables}
+    for row in events.to_pylist():
+        details = json.loads(row["details"] or "{}")
+        if row["kind"] == "quality" and row["table_name"] in checks:
+            checks[row["table_name"]].append(
+                Check(
+                    at=row["event_time"],
+                    passed=row["status"] == "passed",
+                    rows=row["rows_in"] or 0,
+                    whole=str(details.get("scope", "")).startswith("whole table"),
+                    failed=tuple(details.get("failed", [])),
+                )
+            )
+        elif row["kind"] == "batch":
+            # A recovered batch has no figures; a batch that wrote nothing here adds no point.
+            for table, rows in (details.get("rows_written") or {}).items():
+                if table in written and rows:
+                    total = (written[table][-1][1] if written[table] else 0) + rows
+                    written[table].append((row["event_time"], total))
+    return {
+        t: TableHistory(
+            checks=checks[t],
+            written=written[t],
+            counted=[(c.at, c.rows) for c in checks[t] if c.whole],
+        )
+        for t in tables
+    }
+
+
+def _log_results(lake: Path, results: Sequence[TableResult], now: dt.datetime) -> None:
+    """One `quality` event per validated table in the lake's event log (run id: this
+    validation), so pass/fail over time is a query."""
+    run_id = f"quality-{now:%Y%m%dT%H%M%S%fZ}"
+    events = [
+        Event(
+            kind="quality",
+            run_id=run_id,
+            rows_in=r.rows,
+            status="passed" if r.passed else "failed",
+            table_name=r.table,
+            event_time=now,
+            details={
+                "version": r.version,
+                "scope": r.scope,
+                "expectations": len(r.expectations),
+                "failed": [o.describe() for o in r.expectations if not o.success],
+            },
+        )
+        for r in results
+    ]
+    if events:
+        EventLog(lake).append(events)

@@ -75,12 +75,13 @@ def _print_table(names: Sequence[str], rows: list[list[Any]], out: TextIO) -> No
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
-def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO = sys.stdout) -> None:
+def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO | None = None) -> None:
     """Print a result as a text table, one JSON array of row objects, or CSV.
 
     Any stored value prints: text that is not UTF-8 with `\\xNN` escapes, NaN and ±Infinity
     as "NaN", "Infinity", "-Infinity" (so the JSON is always JSON), bytes as base64.
     """
+    out = out or sys.stdout  # looked up now: the stream may be replaced after import
     names = result.column_names
     rows = _rows(result)
     if fmt == "json":

@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
@@ -15,6 +15,9 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
     StreamingQueryListener,
 )
+
+if TYPE_CHECKING:
+    from engine.runtime.events import RunRecorder
 
 __all__ = ["ProgressListener", "QueryTotals"]
 
@@ -46,9 +49,17 @@ def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int] | None:
 class ProgressListener(StreamingQueryListener):
     """Prints one line per batch that did something, and sums totals per query name."""
 
-    def __init__(self, out: TextIO = sys.stdout, *, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        *,
+        quiet: bool = False,
+        recorder: RunRecorder | None = None,
+    ) -> None:
         self.out = out
         self.quiet = quiet
+        #: Where each batch's progress is logged (the lake's event log).
+        self.recorder = recorder
         # Each table of a query is a branch that reads the source itself; Spark counts every
         # read, so input rows are divided by the branches to count input records once.
         self.branches: dict[str, int] = {}
@@ -66,13 +77,19 @@ class ProgressListener(StreamingQueryListener):
         accepted, duplicates, late = dedupe or (0, 0, 0)
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         watermark = p.eventTime.get("watermark")
+        branches = self.branches.get(name, 1)
+        rows_in = p.numInputRows // branches
+        rate = p.processedRowsPerSecond / branches
+        if self.recorder is not None:
+            # Before the totals: a run that waits for its last batch's totals finds it logged.
+            figures = {"rows_in": rows_in, "state_rows": state_rows}
+            if dedupe is not None:
+                figures.update(duplicates=duplicates, late=late)
+            self.recorder.batch(name, p, figures)
         with self._lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
             t.last_batch = max(t.last_batch, p.batchId)
-            branches = self.branches.get(name, 1)
-            rows_in = p.numInputRows // branches
-            rate = p.processedRowsPerSecond / branches
             t.source_rows += rows_in
             t.accepted += accepted
             t.duplicates += duplicates

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
@@ -17,13 +18,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
-from engine.errors import KafkaUnavailable, UserError
+from engine.errors import KafkaUnavailable, UserError, first_line
 from engine.lake.guard import release_table
 from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
 from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
 from engine.runtime.errors import as_user_error
+from engine.runtime.events import RunRecorder, versions
 from engine.runtime.progress import ProgressListener
 from engine.runtime.session import default_writer
 from engine.runtime.views import build_views, stream_rows
@@ -261,7 +263,12 @@ def _failure(name: str, query: StreamingQuery) -> Exception | None:
 
 
 def _schedule_retries(
-    queries: Mapping[str, StreamingQuery], retry_at: dict[str, float], *, once: bool, out: TextIO
+    queries: Mapping[str, StreamingQuery],
+    retry_at: dict[str, float],
+    *,
+    once: bool,
+    out: TextIO,
+    recorder: RunRecorder,
 ) -> None:
     """Raise a stopped query's error, unless the broker was away in a continuous run: then
     say so and schedule its restart."""
@@ -271,6 +278,7 @@ def _schedule_retries(
             continue
         if once or not isinstance(failed, KafkaUnavailable):
             raise failed
+        recorder.error(name, f"{failed}; retrying every {RETRY_SECONDS:g} s")
         out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
         out.flush()
         retry_at[name] = time.monotonic() + RETRY_SECONDS
@@ -315,7 +323,8 @@ def run_pipeline(
     build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
     sinks = _table_sinks(spark, plan, opts, kind)
     _deploy(deployment, sinks, plan, out)
-    listener = ProgressListener(out, quiet=opts.quiet)
+    recorder = RunRecorder(opts.lake, pipeline.name, out)
+    listener = ProgressListener(out, quiet=opts.quiet, recorder=recorder)
     # Each streaming output of a query is a branch that reads the source itself.
     listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
     result = RunResult(listener=listener)
@@ -330,9 +339,12 @@ def run_pipeline(
             streams[name], counts = stream_rows(spark, plan, plan.queries[name])
             result.handler_counts.update(counts)
             views.check(spark, streams[name].schema, writer.sinks)
+    recorder.writers = result.writers
+    recorder.start(_run_details(spark, plan, opts, kind))
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}
+    status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
             queries[name] = _start(
@@ -344,7 +356,7 @@ def run_pipeline(
                 real_time=real_time,
             )
         while not stop.is_set():
-            _schedule_retries(queries, retry_at, once=opts.once, out=out)
+            _schedule_retries(queries, retry_at, once=opts.once, out=out, recorder=recorder)
             for name, due in list(retry_at.items()):
                 if time.monotonic() >= due:
                     del retry_at[name]
@@ -380,9 +392,32 @@ def run_pipeline(
             if _is_direct(writer) and totals:  # no foreachBatch counted its rows: Spark did
                 topics = "kafka:" + ",".join(specs[name].topics)
                 writer.rows[topics] = writer.written[topics] = totals.sink_rows
+    except BaseException as err:
+        status, message = "failed", first_line(err)
+        recorder.error(None, message)
+        raise
     finally:
         for q in queries.values():
             if q.isActive:
                 q.stop()
         spark.streams.removeListener(listener)
+        written = sum((w.written for w in result.writers.values()), Counter())
+        recorder.stop(status=status, message=message, rows=written)
     return result
+
+
+def _run_details(spark: SparkSession, plan: Plan, opts: RunOptions, kind: Writer) -> dict:
+    """What the event log keeps of a run's start: how it runs, settings and versions."""
+    return {
+        "run": {
+            "once": opts.once,
+            "writer": kind,
+            "input": opts.input_path or plan.pipeline.source.kind,
+            "checkpoints": str(opts.checkpoint_root),
+            "queries": ",".join(plan.queries),
+        },
+        "settings": dict(plan.pipeline.settings),
+        "source": dict(plan.pipeline.source.options),
+        "spark": {key: spark.conf.get(key) for key in PINNED_CONF},
+        "versions": versions(),
+    }

@@ -43,6 +43,8 @@ class MultiTableWriter:
         self.checkpoint = checkpoint
         self.rows: Counter[str] = Counter()  # rows the batches carried, per table
         self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
+        #: Rows committed per sink of each batch, until the event log takes them.
+        self.batch_rows: dict[int, dict[str, int]] = {}
         self._last_batch: int | None = None
         self._lock = threading.Lock()
 
@@ -80,6 +82,7 @@ class MultiTableWriter:
                 with self._lock:
                     self.rows[sink.name] += rows
                     self.written[sink.name] += 0 if i in held else rows
+                    self.batch_rows.setdefault(batch_id, {})[sink.name] = 0 if i in held else rows
                 if rows and sink.transactional:
                     filled.append(sink.name)
             # Before Spark commits the batch: a table that later lacks it is noticed.

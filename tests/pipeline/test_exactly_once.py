@@ -14,6 +14,7 @@ import pytest
 
 from devtools.generators.server_logs import GenerationSummary, generate_server_logs
 from engine.definitions.pipeline import Registry
+from engine.lake.event_log import EventLog
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, batches_committed, read_table
@@ -59,6 +60,15 @@ def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, 
     assert reasons == {"malformed JSON", "missing CustomerId", "unparseable timestamp"}
     sessions = read_table(lake, "sessions")
     assert sum(s["total_events"] for s in sessions) == summary.events
+    # The event log: the run's start and stop, and each batch once with its figures.
+    events = EventLog(lake).read().to_pylist()
+    assert [e["kind"] for e in events if e["kind"] != "batch"] == ["run_start", "run_stop"]
+    assert events[-1]["status"] == "finished"
+    batches = [e for e in events if e["kind"] == "batch"]
+    assert [e["batch_id"] for e in batches] == list(range(totals.last_batch + 1))
+    assert sum(e["rows_in"] for e in batches) == summary.lines
+    assert sum(e["duplicates"] for e in batches) == summary.duplicates
+    assert sum(e["rows_out"] for e in batches) == sum(result.writers["main"].written.values())
 
 
 # The reference lake is written by Spark; the embedded delta-rs writer must give it too.
@@ -102,3 +112,6 @@ def test_sigkill_mid_stream_then_restart_gives_the_same_tables(
     restart = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert restart.returncode == 0, restart.stderr
     assert snapshot(lake2) == snapshot(lake)
+    # Each committed batch is in the event log once, whether logged live or after the kill.
+    logged = [e["batch_id"] for e in EventLog(lake2).read().to_pylist() if e["kind"] == "batch"]
+    assert sorted(logged) == list(range(batches_committed(checkpoint)))

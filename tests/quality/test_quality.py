@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta
@@ -15,7 +16,9 @@ from deltalake import write_deltalake
 
 from engine.definitions.tables import load_tables
 from engine.errors import UserError
+from engine.lake.event_log import Event, EventLog
 from engine.quality import validate_lake
+from engine.quality.html import Check, TableHistory, write_report_html
 from engine.quality.suites import load_suite, load_suites
 from engine.sinks import BatchId
 from engine.sinks.delta import DeltaSink
@@ -249,6 +252,15 @@ def test_session_rules_catch_an_inconsistent_close(tmp_path):
         "expect_column_pair_values_to_be_equal(has_end_reason, has_session_end)",
         "expect_column_pair_values_to_be_equal(logged_in, is_open)",
     ]
+    # The result is in the lake's event log, with what failed.
+    (event,) = EventLog(tmp_path).read().to_pylist()
+    assert (event["kind"], event["table_name"], event["status"]) == (
+        "quality",
+        "sessions",
+        "failed",
+    )
+    assert event["rows_in"] == 3
+    assert len(json.loads(event["details"])["failed"]) == 2
 
 
 def test_sensor_rules_catch_a_wrong_flag_and_a_reading_outside_its_window(tmp_path):
@@ -390,3 +402,70 @@ def test_text_that_is_not_utf8_does_not_stop_the_report(tmp_path):
         lines["quarantine"].startswith("quarantine: passed (") and " 3 rows)" in lines["quarantine"]
     )
     assert lines["events"].startswith("events: passed (") and " 3 rows)" in lines["events"]
+
+
+def marks(page: str) -> list[tuple[str, str]]:
+    """The report page's pass/fail strip marks, in order: (class, tooltip)."""
+    return re.findall(r'<span class="mark (pass|fail)" title="([^"]*)">', page)
+
+
+def test_report_page_draws_the_last_validations_and_the_rows_over_time(tmp_path):
+    outcomes = [True, False, True, True, True, True, False, True, True, False, True, True]
+    checks = [
+        Check(
+            T + timedelta(hours=i), ok, rows=10 * i, whole=i % 2 == 0, failed=() if ok else ("x",)
+        )
+        for i, ok in enumerate(outcomes)
+    ]
+    written = [(T, 10), (T + timedelta(hours=3), 25), (T + timedelta(hours=11), 40)]
+    history = TableHistory(checks, written, [(c.at, c.rows) for c in checks if c.whole])
+    result = {"passed": True, "version": 3, "scope": "whole table", "rows": 5, "expectations": []}
+    tables = {"events": result, "carts": result}
+    summary = {"validated_at": "x", "lake": "l", "passed": True, "skipped": [], "tables": tables}
+    page = write_report_html(summary, tmp_path, tmp_path, {"events": history}, last=10)
+    text = page.read_text(encoding="utf-8")
+    # The newest 10, oldest first, each with its time, and what failed when it failed.
+    events, carts = text.split('href="#t-carts"')
+    assert [m[0] for m in marks(events)] == ["pass" if ok else "fail" for ok in outcomes[2:]]
+    assert marks(events)[0][1] == "2019-06-20 02:46 UTC: passed (20 rows)"
+    assert marks(events)[7][1] == "2019-06-20 09:46 UTC: FAILED: x (90 rows)"
+    assert ">✗</span>" in events and "2 failed of 10" in events
+    # One vertex per batch, one dot per whole-table validation; a table with no past says so.
+    (points,) = re.findall(r'<polyline points="([^"]*)"', events)
+    assert len(points.split()) == 3
+    assert events.count("<circle ") == 6
+    assert marks(carts) == [] and "none logged" in carts and "no rows logged" in carts
+    assert "https://" not in text and "<script" not in text
+
+
+def test_report_page_shows_pass_and_fail_over_validations(tmp_path):
+    log = EventLog(tmp_path)
+    batches = [CLEAN["events"], [event("c", price=-1.0)], [event("d")]]
+    for batch, rows in enumerate(batches):
+        now = T + timedelta(days=batch)
+        write(tmp_path, "events", rows, batch=batch)
+        written = Event(
+            kind="batch",
+            run_id="r",
+            batch_id=batch,
+            event_time=now - timedelta(hours=1),
+            details={"rows_written": {"events": len(rows)}},
+        )
+        log.append([written], batch=("test.q.c", batch))
+        validate_lake(tmp_path, tmp_path / "report", ["events"], since_last=True, now=now)
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    # The page includes the validation that wrote it (the newest mark).
+    assert marks(page) == [
+        ("pass", "2019-06-20 00:46 UTC: passed (2 rows)"),
+        (
+            "fail",
+            "2019-06-21 00:46 UTC: FAILED: expect_column_values_to_be_between(price) 1 unexpected"
+            " (1 row)",
+        ),
+        ("pass", "2019-06-22 00:46 UTC: passed (1 row)"),
+    ]
+    assert "1 failed of 3" in page
+    (points,) = re.findall(r'<polyline points="([^"]*)"', page)
+    assert len(points.split()) == 3 and "written 4" in page
+    # Only the first validation checked the whole table, so only it counts the table's rows.
+    assert page.count("<circle ") == 1 and "in table 2" in page

@@ -1,0 +1,119 @@
+"""A run's events in the lake's event log (engine/lake/event_log.py): its start with settings
+and versions, each batch's progress, errors and its stop. Logging never stops a pipeline: a
+failure to write the log is said once on the run's output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, TextIO
+
+from engine.errors import first_line
+from engine.lake.event_log import Event, EventLog
+from engine.lake.guard import last_committed
+from engine.sinks.writer import MultiTableWriter
+
+__all__ = ["RunRecorder", "versions"]
+
+_PACKAGES = ("streamlake", "pyspark", "delta-spark", "deltalake", "sqlglot")
+
+
+def versions() -> dict[str, str]:
+    """The versions of the engine and the libraries that shape what it writes."""
+    found = {}
+    for name in _PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def _watermark(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return None if when.timestamp() <= 0 else when
+
+
+class RunRecorder:
+    """Writes one run of one pipeline to the event log of its lake."""
+
+    def __init__(self, lake: Path, pipeline: str, out: TextIO) -> None:
+        self.log = EventLog(lake)
+        self.pipeline = pipeline
+        self.run_id = uuid.uuid4().hex
+        self.out = out
+        #: The query writers, by query name: their ids make batch events idempotent.
+        self.writers: dict[str, MultiTableWriter] = {}
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def _event(self, kind: Any, **fields: Any) -> Event:
+        return Event(kind=kind, run_id=self.run_id, pipeline=self.pipeline, **fields)
+
+    def _append(self, events: Sequence[Event], batch: tuple[str, int] | None = None) -> None:
+        with self._lock:
+            try:
+                self.log.append(events, batch=batch)
+            except Exception as err:  # the data matters more than its log
+                if not self._warned:
+                    self._warned = True
+                    self.out.write(f"event log: not written ({first_line(err)})\n")
+
+    def start(self, details: Mapping[str, Any]) -> None:
+        """The run starts: its settings, and the batches a stop left unlogged."""
+        self._append([self._event("run_start", status="started", details=details)])
+        for name, writer in self.writers.items():
+            self._recover(name, writer)
+
+    def _recover(self, query: str, writer: MultiTableWriter) -> None:
+        # A stop between Spark's commit of a batch and its event leaves the batch unlogged;
+        # it will not run again, so it is logged now, without figures.
+        committed = last_committed(writer.checkpoint)
+        logged = self.log.logged(writer.app_id)
+        if committed is None or (logged is not None and logged >= committed):
+            return
+        first = 0 if logged is None else logged + 1
+        events = [
+            self._event("batch", query=query, batch_id=b, details={"recovered": True})
+            for b in range(first, committed + 1)
+        ]
+        self._append(events, batch=(writer.app_id, committed))
+
+    def batch(self, query: str, progress: Any, figures: Mapping[str, int]) -> None:
+        """One batch's progress (Spark's `StreamingQueryProgress`) and our counts of it."""
+        writer = self.writers.get(query)
+        if writer is None:
+            return
+        written = writer.batch_rows.pop(progress.batchId, {})
+        rows_out = sum(written.values()) if written else max(0, progress.sink.numOutputRows)
+        event = self._event(
+            "batch",
+            query=query,
+            batch_id=progress.batchId,
+            rows_in=figures["rows_in"],
+            rows_out=rows_out,
+            duplicates=figures.get("duplicates"),
+            late=figures.get("late"),
+            state_rows=figures["state_rows"],
+            watermark=_watermark(progress.eventTime.get("watermark")),
+            duration_ms=progress.batchDuration,
+            details={"rows_written": written, "durations_ms": dict(progress.durationMs)},
+        )
+        self._append([event], batch=(writer.app_id, progress.batchId))
+
+    def error(self, query: str | None, message: str) -> None:
+        """A query failed, or stopped to be retried."""
+        self._append([self._event("error", query=query, status="failed", message=message)])
+
+    def stop(self, *, status: str, message: str | None = None, rows: Mapping[str, int]) -> None:
+        """The run ends: how, and the rows it wrote per table."""
+        event = self._event(
+            "run_stop", status=status, message=message, details={"rows_written": dict(rows)}
+        )
+        self._append([event])
