@@ -49,8 +49,13 @@ def checkpoint_id(checkpoint: Path) -> str | None:
 
 
 def writer_id(pipeline: str, query: str, checkpoint: Path) -> str:
-    """The Delta transaction id of a query's writes: a new checkpoint is a new writer."""
-    return f"{pipeline}.{query}.{checkpoint_id(checkpoint)}"
+    """The Delta transaction id of a query's writes: a new checkpoint is a new writer. Known
+    once Spark started the query (its checkpoint has an id)."""
+    found = checkpoint_id(checkpoint)
+    if found is None:
+        # An id made of "None" would be cached and differ from the next run's.
+        raise RuntimeError(f"checkpoint {checkpoint} has no query id yet")
+    return f"{pipeline}.{query}.{found}"
 
 
 def last_committed(checkpoint: Path) -> int | None:

@@ -75,8 +75,10 @@ class RunRecorder:
         # A stop between Spark's commit of a batch and its event leaves the batch unlogged;
         # it will not run again, so it is logged now, without figures.
         committed = last_committed(writer.checkpoint)
+        if committed is None:
+            return  # a new checkpoint: its id (part of the writer's) does not exist yet
         logged = self.log.logged(writer.app_id)
-        if committed is None or (logged is not None and logged >= committed):
+        if logged is not None and logged >= committed:
             return
         first = 0 if logged is None else logged + 1
         events = [
