@@ -71,6 +71,15 @@ class Graph:
     edges: tuple[Edge, ...]
     queries: tuple[QueryGroup, ...]
 
+    def boxes(self) -> tuple[list[Node], list[tuple[QueryGroup, list[Node]]]]:
+        """The nodes outside every query box, then each query box that has nodes, with them:
+        the order both drawings (Mermaid, Graphviz) lay them out in."""
+        by_id = {node.id: node for node in self.nodes}
+        grouped = {member for group in self.queries for member in group.members}
+        loose = [node for node in self.nodes if node.id not in grouped]
+        boxes = [(g, [by_id[m] for m in g.members]) for g in self.queries if g.members]
+        return loose, boxes
+
     def find(self, kind: NodeKind, name: str) -> Node:
         """The node of this kind and name (KeyError if none)."""
         for node in self.nodes:
@@ -246,17 +255,13 @@ def _mermaid_node(node: Node) -> str:
 
 def _mermaid_lines(graph: Graph) -> Iterator[str]:
     yield "flowchart LR"
-    grouped = {member for group in graph.queries for member in group.members}
-    for node in graph.nodes:
-        if node.id not in grouped:
-            yield f"    {_mermaid_node(node)}"
-    by_id = {node.id: node for node in graph.nodes}
-    for group in graph.queries:
-        if not group.members:
-            continue
+    loose, boxes = graph.boxes()
+    for node in loose:
+        yield f"    {_mermaid_node(node)}"
+    for group, members in boxes:
         yield f'    subgraph query_{_UNSAFE.sub("_", group.name)} ["{_mermaid_text(group.title)}"]'
-        for member in group.members:
-            yield f"        {_mermaid_node(by_id[member])}"
+        for node in members:
+            yield f"        {_mermaid_node(node)}"
         yield "    end"
     for edge in graph.edges:
         yield f"    {edge.source} --> {edge.target}"

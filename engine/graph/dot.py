@@ -129,22 +129,18 @@ def _dot_lines(graph: Graph) -> Iterator[str]:
         'penwidth=1.5, margin="0.15,0.07"]'
     )
     yield f"  edge [color={_quote(EDGE_INK)}, penwidth=1.3, arrowsize=0.7]"
-    grouped = {member for group in graph.queries for member in group.members}
-    for node in graph.nodes:
-        if node.id not in grouped:
-            yield f"  {_node(node)}"
-    by_id = {node.id: node for node in graph.nodes}
-    for group in graph.queries:
-        if not group.members:
-            continue
+    loose, boxes = graph.boxes()
+    for node in loose:
+        yield f"  {_node(node)}"
+    for group, members in boxes:
         yield f"  subgraph {_quote('cluster_query_' + group.name)} {{"
         yield (
             f"    graph [label=<<I>{_html(group.title)}</I>>, fontsize={DETAIL_SIZE}, "
             f'fontcolor={_quote(DETAIL_INK)}, style="rounded,dashed", color="#94a3b8", '
             "labeljust=l, margin=10]"
         )
-        for member in group.members:
-            yield f"    {_node(by_id[member])}"
+        for node in members:
+            yield f"    {_node(node)}"
         yield "  }"
     for edge in graph.edges:
         yield f"  {_quote(edge.source)} -> {_quote(edge.target)}"

@@ -400,8 +400,9 @@ def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:
 
 def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     """All checks on one pipeline: the number of SQL files and the findings, sorted."""
-    steps, _, broken = load_files(pipeline.sql_dir)
-    _, findings = check_pipeline(pipeline)
+    loaded = load_files(pipeline.sql_dir)
+    steps, _, broken = loaded
+    _, findings = check_pipeline(pipeline, loaded=loaded)
     try:
         order = order_steps(
             steps,

@@ -156,10 +156,17 @@ def _errors(findings: Sequence[Finding]) -> bool:
     return any(f.severity == "error" for f in findings)
 
 
-def check_pipeline(pipeline: Pipeline, *, once: bool = False) -> tuple[Plan | None, list[Finding]]:
+Loaded = tuple[list[SqlStep], list[Finding], set[str]]
+
+
+def check_pipeline(
+    pipeline: Pipeline, *, once: bool = False, loaded: Loaded | None = None
+) -> tuple[Plan | None, list[Finding]]:
     """Plan the pipeline, collecting every problem as a finding; the plan is None when any
-    finding is an error. `once` adds the checks of an `--once` run."""
-    steps, findings, broken = load_files(pipeline.sql_dir)
+    finding is an error. `once` adds the checks of an `--once` run; `loaded` is what
+    `load_files` already read of the SQL folder, so a caller that needs it parses it once."""
+    steps, loaded_findings, broken = loaded or load_files(pipeline.sql_dir)
+    findings = list(loaded_findings)
     findings += check_views(pipeline, steps, broken)
     handlers, handler_findings = _load_handlers(pipeline)
     findings += handler_findings
