@@ -157,6 +157,18 @@ def _cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from engine.scaffold import init_pipeline
+
+    registry = _registry(args)
+    written = init_pipeline(args.name, registry.project)
+    root = registry.project.root
+    for path in written:
+        print(f"created {path.relative_to(root) if path.is_relative_to(root) else path}")
+    print(f"next: python runner.py run {args.name} --once && python runner.py quality")
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from engine.lake.history import table_history
     from engine.query.output import print_rows
@@ -330,6 +342,10 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--lake", default="lake")
     log.add_argument("--format", choices=["text", "table", "json", "csv"], default="text")
     log.set_defaults(func=_cmd_log)
+
+    init = sub.add_parser("init", help="create a new pipeline that runs on a bundled sample")
+    init.add_argument("name", help="the pipeline's name (also its table's)")
+    init.set_defaults(func=_cmd_init)
 
     qual = sub.add_parser("quality", help="validate the lake's tables with their suites")
     qual.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default all)")

@@ -17,6 +17,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from engine.definitions.durations import parse_duration
+from engine.definitions.expectations import Expectation, ExpectationError, parse_expectations
 
 __all__ = [
     "SparkStreaming",
@@ -152,6 +153,13 @@ class SqlStep:
     dedup_keys: tuple[str, ...] = ()
     #: A GROUP BY that is not a deduplication: Spark keeps its groups as state.
     aggregates: bool = False
+    #: The rules the file declares about the view's rows (engine/definitions/expectations.py).
+    expectations: tuple[Expectation, ...] = ()
+
+    @property
+    def drops(self) -> bool:
+        """Whether a rule of the view sends rows to quarantine."""
+        return any(e.action == "drop" for e in self.expectations)
 
     def query_sql(self, *, drop_distinct: bool = False, watermark_delay: str | None = None) -> str:
         """The view's query as Spark SQL, optionally without its deduplication (top-level
@@ -299,6 +307,10 @@ def load_step(path: Path) -> SqlStep:
 
     query = create.expression
     dedup = _dedup_keys(query, path)
+    try:
+        expectations = parse_expectations(sql, SparkStreaming)
+    except ExpectationError as err:
+        raise SqlError(str(err), path=path, line=err.line) from None
     return SqlStep(
         name=view.lower(),
         path=path,
@@ -312,6 +324,7 @@ def load_step(path: Path) -> SqlStep:
         distinct=isinstance(query, exp.Select) and bool(query.args.get("distinct") or dedup),
         dedup_keys=dedup,
         aggregates=isinstance(query, exp.Select) and bool(query.args.get("group")) and not dedup,
+        expectations=expectations,
     )
 
 

@@ -111,6 +111,9 @@ def _view_notes(step: SqlStep, delay_setting: str) -> list[str]:
     for _, delay in step.watermarks:
         # The watermark_delay setting replaces every delay written in the SQL (engine.plan).
         notes.append(f"watermark {delay_setting or _delay_text(delay)}")
+    if step.expectations:
+        rules = len(step.expectations)
+        notes.append(f"{rules} expectation{'s' * (rules > 1)}")
     return notes
 
 
@@ -163,10 +166,12 @@ def graph_of(plan: Plan) -> Graph:
     delay_setting = pipeline.settings.get("watermark_delay", "").strip()
     for name in plan.order:
         if name in plan.steps:
-            notes = _view_notes(plan.steps[name], delay_setting)
+            step = plan.steps[name]
+            notes = _view_notes(step, delay_setting)
             node_id = ids.make("view", name)
             label = (name, " · ".join(notes)) if notes else (name,)
-            nodes.append(Node(node_id, "view", name, label, stateful=bool(notes)))
+            stateful = step.distinct or bool(step.watermarks)
+            nodes.append(Node(node_id, "view", name, label, stateful=stateful))
         else:
             spec, _ = plan.handlers[name]
             node_id = ids.make("handler", name)
@@ -195,6 +200,10 @@ def graph_of(plan: Plan) -> Graph:
                 members.append(sink_ids[key])
             sink_queries.setdefault(sink_ids[key], []).append(query.name)
             edges.append(Edge(readable[view.lower()], sink_ids[key], query.name))
+        # The rows a view's expectations drop go to the quarantine table this query writes.
+        quarantine = plan.queries[query.name].quarantine
+        for view in plan.queries[query.name].drops:
+            edges.append(Edge(readable[view], sink_ids[("table", str(quarantine))], query.name))
         trigger = query.trigger or ""
         when = trigger if trigger.startswith(REAL_TIME) else f"every {trigger}"
         title = f"query {query.name}" + (f" · {when}" if trigger else "")

@@ -152,6 +152,62 @@ def _sink_findings(
     return [Finding(pipeline.path, None, None, "sink", p) for p in problems]
 
 
+def _expectation_findings(
+    steps: Sequence[SqlStep], tables: Mapping[str, TableDef], pipeline: Pipeline
+) -> list[Finding]:
+    """Rules go on stateless views (a kept or dropped row is one the file's query made); a
+    rule that drops rows needs a quarantine table to send them to."""
+    findings: list[Finding] = []
+    quarantine = _quarantine_table(pipeline, tables)
+    for step in steps:
+        if not step.expectations:
+            continue
+        first = step.expectations[0]
+        if step.distinct or step.aggregates:
+            message = (
+                f"expectation {first.name}: rules go on a view without DISTINCT or GROUP BY; "
+                f"declare them on a view that {step.name} reads, or one that reads it"
+            )
+            findings.append(Finding(step.path, first.line, None, "expectation", message))
+        elif step.drops and quarantine is None:
+            rule = next(e for e in step.expectations if e.action == "drop")
+            message = (
+                f"expectation {rule.name} drops rows to quarantine, but pipeline "
+                f"{pipeline.name} writes no table with 'lake.role' = 'quarantine'"
+            )
+            findings.append(Finding(step.path, rule.line, None, "expectation", message))
+    return findings
+
+
+def _quarantine_table(pipeline: Pipeline, tables: Mapping[str, TableDef]) -> str | None:
+    """The pipeline's table of rejected input, if it writes one."""
+    written = [t for q in pipeline.queries for t in q.sinks]
+    return next((t for t in written if t in tables and tables[t].role == "quarantine"), None)
+
+
+def _plan_queries(
+    pipeline: Pipeline, steps: Mapping[str, SqlStep], order: Sequence[str], quarantine: str | None
+) -> dict[str, QueryPlan]:
+    """Each query's plan; the rows a view drops are written by the first query that writes
+    quarantine and computes the view."""
+    queries: dict[str, QueryPlan] = {}
+    dropped: frozenset[str] = frozenset()
+    for spec in pipeline.queries:
+        plan = plan_query(
+            pipeline, spec, steps, order, quarantine=quarantine, dropped_elsewhere=dropped
+        )
+        queries[spec.name] = plan
+        dropped |= set(plan.drops)
+    computed = {v for p in queries.values() for v in (*p.streaming_steps, *p.batch_steps)}
+    for view in order:
+        if view in computed and view not in dropped and view in steps and steps[view].drops:
+            raise UserError(
+                f"{steps[view].path}: view {view} drops rows (ON VIOLATION DROP ROW), but no "
+                f"query that computes it writes the quarantine table {quarantine}"
+            )
+    return queries
+
+
 def _errors(findings: Sequence[Finding]) -> bool:
     return any(f.severity == "error" for f in findings)
 
@@ -179,6 +235,7 @@ def check_pipeline(
     findings += table_findings
     views = {s.name for s in steps} | {h.name.lower() for h in pipeline.handlers} | broken
     findings += _sink_findings(pipeline, tables, views)
+    findings += _expectation_findings(steps, tables, pipeline)
     if _errors(findings):
         return None, findings
     by_name = {s.name: s for s in steps}
@@ -186,7 +243,7 @@ def check_pipeline(
         steps, provided=[pipeline.source.view], extra={h.name: [h.input] for h in pipeline.handlers}
     )
     try:
-        queries = {q.name: plan_query(pipeline, q, by_name, order) for q in pipeline.queries}
+        queries = _plan_queries(pipeline, by_name, order, _quarantine_table(pipeline, tables))
     except UserError as err:
         return None, [*findings, from_user_error(err, "query", pipeline.path)]
     return Plan(pipeline, by_name, handlers, tables, tuple(order), queries), findings

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from engine.definitions.expectations import rejects_view
 from engine.definitions.pipeline import HandlerSpec, Pipeline, QuerySpec
 from engine.definitions.sql import SqlStep
 from engine.errors import UserError
@@ -57,6 +58,12 @@ class QueryPlan:
     #: The SQL steps and handlers of the streaming part, in order: what its checkpoint holds
     #: state and watermarks for (engine/plan/fingerprint.py).
     streaming_steps: tuple[str, ...] = ()
+    #: The quarantine table, and the views whose dropped rows (DROP ROW expectations) this
+    #: query adds to it: each one's `rejects_view` is among the batch steps.
+    quarantine: str | None = None
+    drops: tuple[str, ...] = ()
+    #: Those of `drops` below a deduplication: their rows were counted as accepted events.
+    drops_after_dedup: tuple[str, ...] = ()
 
     @property
     def targets(self) -> list[str]:
@@ -77,10 +84,14 @@ class _Graph:
         self.steps = steps
         self.handlers = handlers
         self.source = pipeline.source.view
+        #: The rows a view drops are computed beside it, from what it reads.
+        self.rejects = {rejects_view(name): name for name, step in steps.items() if step.drops}
 
     def parents(self, view: str) -> list[str]:
         if view in self.handlers:
             return [self.handlers[view].input]
+        if view in self.rejects:
+            return self.parents(self.rejects[view])
         if view in self.steps:
             known = {*self.steps, *self.handlers, self.source}
             return sorted(r for r in self.steps[view].references if r in known)
@@ -125,7 +136,7 @@ class _Graph:
                 return True
             if view in needed:
                 return True
-            if self.stateful(view) or view not in self.steps:
+            if self.stateful(view) or not (view in self.steps or view in self.rejects):
                 return False
             parents = self.parents(view)
             if not parents or not all(walk(p) for p in parents):
@@ -148,11 +159,24 @@ def plan_query(
     query: QuerySpec,
     steps: Mapping[str, SqlStep],
     order: Sequence[str],
+    *,
+    quarantine: str | None = None,
+    dropped_elsewhere: frozenset[str] = frozenset(),
 ) -> QueryPlan:
-    """Derive how `query` computes its targets; a UserError when one query cannot hold them."""
+    """Derive how `query` computes its targets; a UserError when one query cannot hold them.
+
+    When the query writes the `quarantine` table, the rows dropped by the expectations of the
+    views it computes go there too, except those of views in `dropped_elsewhere` (an earlier
+    query writes them)."""
     graph = _Graph(pipeline, steps, {h.name: h for h in pipeline.handlers})
     where = f"{pipeline.path}: query {query.name}"
     targets = [*query.sinks.values(), *query.topics.values()]
+    drops: list[str] = []
+    if quarantine in query.sinks:
+        computed = set().union(*(graph.ancestors(t) for t in targets))
+        drops = [v for v in order if v in computed and steps.get(v) and steps[v].drops]
+        drops = [v for v in drops if v not in dropped_elsewhere]
+        targets += [rejects_view(v) for v in drops]
     # The handlers the targets need, wherever they sit above them.
     needed_handlers = sorted(
         {s for t in targets for s in graph.stateful_above(t) if s in graph.handlers}
@@ -161,14 +185,26 @@ def plan_query(
     outputs: list[StreamOutput] = [StreamOutput(handlers=g) for g in groups]
     # A stateful step feeding a handler group reaches the batch only through its passthrough.
     passthrough = {graph.anchor(g.input): g for g in groups}
+    # The rows a view of the streaming part drops are judged there too, in a branch of their
+    # own: judged again on the batch, a rule calling current_timestamp() would see another
+    # time than the streaming part did (docs/decisions.md).
+    stateful = {s for t in targets for s in graph.stateful_above(t)}
+    in_stream = set().union(*(graph.ancestors(s) for s in stateful)) - stateful
+    streamed_drops = {t for t in targets if graph.rejects.get(t) in in_stream}
+    common = [t for t in targets if graph.anchor(t) is None and t not in streamed_drops]
     for target in targets:
         anchor = graph.anchor(target)
+        if target in streamed_drops:
+            outputs.append(StreamOutput(view=target))
+            continue
         if anchor in graph.handlers or anchor in passthrough:
             continue
+        if anchor is not None and target in graph.rejects:
+            continue  # computed in the batch from the rows of its view's stateful step, if bound
         # Stateless from the source, or below a stateful step nothing else reads here.
         view = target
         if anchor is None:
-            view = _deepest_common(graph, [t for t in targets if graph.anchor(t) is None], order)
+            view = _deepest_common(graph, common, order)
         output = StreamOutput(view=view)
         if output not in outputs:
             outputs.append(output)
@@ -177,6 +213,14 @@ def plan_query(
     batch: set[str] = set()
     for target in targets:
         path = graph.between(bound, target)
+        if path is None and target in graph.rejects:
+            view = graph.rejects[target]
+            raise UserError(
+                f"{steps[view].path}: the rows view {view} drops (ON VIOLATION DROP ROW) cannot "
+                f"reach quarantine in query {query.name}: what it reads is not among the "
+                f"query's streaming rows ({', '.join(sorted(bound))}); put the rule on a view "
+                "above the stateful step"
+            )
         if path is None:
             raise UserError(
                 f"{where}: view {target} cannot be computed from this query's streaming rows "
@@ -189,11 +233,20 @@ def plan_query(
         replace(o, passthrough=o.handlers.input in read) if o.handlers else o for o in outputs
     ]
     streaming = {a for o in outputs for top in _tops(o) for a in graph.ancestors(top)}
+    # A view's dropped rows are computed right after the view.
+    batch_order = [w for v in order for w in (v, rejects_view(v)) if w in batch]
     return QueryPlan(
         query,
         tuple(outputs),
-        tuple(v for v in order if v in batch),
+        tuple(batch_order),
         tuple(v for v in order if v in streaming),
+        quarantine=quarantine if quarantine in query.sinks else None,
+        drops=tuple(drops),
+        drops_after_dedup=tuple(
+            v
+            for v in drops
+            if any(steps[a].distinct for a in graph.ancestors(v) - {v} if a in steps)
+        ),
     )
 
 
@@ -218,6 +271,8 @@ def _check_state_once(graph: _Graph, outputs: Sequence[StreamOutput], where: str
     owner: dict[str, str] = {}
     for output in outputs:
         label = output.view or "handlers " + ", ".join(output.handlers.names)  # type: ignore[union-attr]
+        if output.view in graph.rejects:
+            label = f"the rows {graph.rejects[output.view]} drops (ON VIOLATION DROP ROW)"
         tops = (
             graph.stateful_above(output.handlers.input) | set(output.handlers.names)
             if output.handlers

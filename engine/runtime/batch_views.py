@@ -4,16 +4,19 @@ emitted to the DataFrames of its tables and topics (plan in engine/plan/queries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from engine.definitions.expectations import rejects_view
 from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
-from engine.runtime.errors import spark_error_line
+from engine.runtime.errors import as_user_error, spark_error_line
+from engine.runtime.expectations import apply_rules, batch_counts, rejected_rows
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
 from engine.sinks import Sink
 
@@ -46,20 +49,52 @@ class BatchViews:
                 inputs = self.input_columns[output.handlers.input]
                 passthrough_rows(part, inputs).createOrReplaceTempView(output.handlers.input)
 
-    def __call__(self, rows: DataFrame) -> list[DataFrame]:
-        """One DataFrame per sink, in sink order, computed from the batch's `rows`."""
+    def __call__(self, rows: DataFrame) -> tuple[list[DataFrame], dict[str, dict[str, int]]]:
+        """One DataFrame per sink, in sink order, computed from the batch's `rows`; and the
+        counts of the expectations of the views computed here (view -> rule -> rows)."""
         spark = rows.sparkSession
-        self._bind(rows)
-        for name in self.query.batch_steps:
-            step = self.plan.steps[name]
+        if self._streaming_fails:
+            # A broken FAIL UPDATE rule of the streaming part raises now, before any write.
             try:
+                rows.count()
+            except PySparkException as err:
+                raise as_user_error(err) from None
+        self._bind(rows)
+        counts: dict[str, dict[str, int]] = {}
+        rejects = {rejects_view(view): self.plan.steps[view] for view in self.query.drops}
+        for name in self.query.batch_steps:
+            step = rejects.get(name) or self.plan.steps[name]
+            try:
+                if name in rejects:
+                    dropped = rejected_rows(
+                        spark, step, pipeline=self.plan.pipeline.name, root=self.project_root
+                    )
+                    dropped.createOrReplaceTempView(name)
+                    continue
                 spark.sql(step.sql)
+                if step.expectations:
+                    counts[name] = batch_counts(spark, step)
+                    apply_rules(spark, step, streaming=False)
             except PySparkException as err:
                 raise UserError(f"{step.path}: {spark_error_line(err)}") from None
-        return [
-            self._select(spark.table(view), sink, view)
-            for sink, view in zip(self.sinks, self.query.targets, strict=True)
-        ]
+        frames = []
+        for sink, view in zip(self.sinks, self.query.targets, strict=True):
+            frame = self._select(spark.table(view), sink, view)
+            if sink.name == self.query.quarantine:
+                for dropped in rejects:
+                    frame = frame.unionByName(self._select(spark.table(dropped), sink, dropped))
+            frames.append(frame)
+        return frames, counts
+
+    @property
+    def _streaming_fails(self) -> bool:
+        steps = (self.plan.steps.get(name) for name in self.query.streaming_steps)
+        return any(e.action == "fail" for s in steps if s for e in s.expectations)
+
+    @property
+    def project_root(self) -> Path:
+        """Where the dropped rows' `source` (their SQL file) is relative to."""
+        return self.plan.pipeline.project.root
 
     @staticmethod
     def _select(df: DataFrame, sink: Sink, view: str) -> DataFrame:

@@ -11,6 +11,7 @@ __all__ = ["as_user_error", "spark_error_line"]
 
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
 _OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 
 
 def spark_error_line(err: Exception) -> str:
@@ -18,7 +19,8 @@ def spark_error_line(err: Exception) -> str:
     text = str(getattr(err, "getMessage", lambda: "")() or err).strip()
     own = _OWN_ERROR.search(text)
     if own:
-        return own.group(2).strip()
+        # raise_error() in SQL (a FAIL UPDATE expectation) ends the line with Spark's state.
+        return _SQLSTATE.sub("", own.group(2)).strip()
     return first_line(text) if text else type(err).__name__
 
 

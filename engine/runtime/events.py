@@ -87,11 +87,22 @@ class RunRecorder:
         ]
         self._append(events, batch=(writer.app_id, committed))
 
-    def batch(self, query: str, progress: Any, figures: Mapping[str, int]) -> None:
-        """One batch's progress (Spark's `StreamingQueryProgress`) and our counts of it."""
+    def batch(
+        self,
+        query: str,
+        progress: Any,
+        figures: Mapping[str, int],
+        checks: Mapping[str, Mapping[str, int]],
+    ) -> dict[str, dict[str, int]]:
+        """One batch's progress (Spark's `StreamingQueryProgress`), our counts of it, and the
+        expectation counts Spark observed; returns those with the writer's own added (the
+        views computed on the batch), which are logged."""
+        checks = {view: dict(counts) for view, counts in checks.items()}
         writer = self.writers.get(query)
         if writer is None:
-            return
+            return checks
+        # The same rows, where a view is computed in both parts of the query.
+        checks.update(writer.batch_checks.pop(progress.batchId, {}))
         written = writer.batch_rows.pop(progress.batchId, {})
         rows_out = sum(written.values()) if written else max(0, progress.sink.numOutputRows)
         event = self._event(
@@ -105,9 +116,14 @@ class RunRecorder:
             state_rows=figures["state_rows"],
             watermark=_watermark(progress.eventTime.get("watermark")),
             duration_ms=progress.batchDuration,
-            details={"rows_written": written, "durations_ms": dict(progress.durationMs)},
+            details={
+                "rows_written": written,
+                "durations_ms": dict(progress.durationMs),
+                **({"expectations": checks} if checks else {}),
+            },
         )
         self._append([event], batch=(writer.app_id, progress.batchId))
+        return checks
 
     def error(self, query: str | None, message: str) -> None:
         """A query failed, or stopped to be retried."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pyspark.sql.streaming.listener import (
@@ -15,6 +17,8 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
     StreamingQueryListener,
 )
+
+from engine.runtime.expectations import views_of_metrics
 
 if TYPE_CHECKING:
     from engine.runtime.events import RunRecorder
@@ -35,6 +39,13 @@ class QueryTotals:
     sink_rows: int = 0  # rows Spark's own sink wrote (a query without foreachBatch)
     # The query has a deduplication step, so the three counts above mean something.
     deduplicates: bool = False
+    #: Expectations: rows checked and rows breaking each rule, per view (view -> name -> n).
+    expectations: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add_checks(self, checks: Mapping[str, Mapping[str, int]]) -> None:
+        """Add one batch's expectation counts."""
+        for view, counts in checks.items():
+            self.expectations.setdefault(view, Counter()).update(counts)
 
 
 def _dedupe_counts(operators: list[Any]) -> tuple[int, int, int] | None:
@@ -80,12 +91,13 @@ class ProgressListener(StreamingQueryListener):
         branches = self.branches.get(name, 1)
         rows_in = p.numInputRows // branches
         rate = p.processedRowsPerSecond / branches
+        checks = views_of_metrics(p.observedMetrics)
         if self.recorder is not None:
             # Before the totals: a run that waits for its last batch's totals finds it logged.
             figures = {"rows_in": rows_in, "state_rows": state_rows}
             if dedupe is not None:
                 figures.update(duplicates=duplicates, late=late)
-            self.recorder.batch(name, p, figures)
+            checks = self.recorder.batch(name, p, figures, checks)
         with self._lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
@@ -96,6 +108,7 @@ class ProgressListener(StreamingQueryListener):
             t.late += late
             t.sink_rows += max(0, p.sink.numOutputRows)
             t.deduplicates |= dedupe is not None
+            t.add_checks(checks)
         if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(
                 f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "

@@ -26,7 +26,8 @@ from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
 from engine.runtime.errors import as_user_error
 from engine.runtime.events import RunRecorder, versions
-from engine.runtime.progress import ProgressListener
+from engine.runtime.expectations import DROPPED, ROWS
+from engine.runtime.progress import ProgressListener, QueryTotals
 from engine.runtime.session import default_writer
 from engine.runtime.views import build_views, stream_rows
 from engine.sinks.delta import DeltaSink
@@ -70,6 +71,8 @@ class RunResult:
     writers: dict[str, MultiTableWriter] = field(default_factory=dict)
     listener: ProgressListener | None = None
     handler_counts: dict[str, Accumulator] = field(default_factory=dict)
+    #: The plan run: which views have expectations, and where they sit.
+    plan: Plan | None = None
 
     def report(self, out: TextIO) -> None:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
@@ -79,8 +82,13 @@ class RunResult:
             out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
             # The query that writes quarantine sees every input line, so it can account for them.
             rejects = [s.name for s in writer.sinks if s.quarantine]
+            if t:
+                self._report_checks(name, t, out)
             if t and t.deduplicates and rejects:
                 quarantined = sum(writer.rows[name] for name in rejects)
+                # Rows dropped below the deduplication were already counted as events.
+                after = self.plan.queries[name].drops_after_dedup if self.plan else ()
+                quarantined -= sum(t.expectations.get(v, {}).get(DROPPED, 0) for v in after)
                 missing = t.source_rows - (t.accepted + quarantined + t.duplicates + t.late)
                 out.write(
                     f"query {name}: input lines {t.source_rows:,} = {t.accepted:,} events + "
@@ -93,6 +101,21 @@ class RunResult:
             if acc.value:
                 counted = ", ".join(f"{k} {v:,}" for k, v in sorted(acc.value.items()))
                 out.write(f"handler {name}: {counted}\n")
+
+    def _report_checks(self, query: str, totals: QueryTotals, out: TextIO) -> None:
+        """One line per view with expectations: rows checked and dropped, and each rule."""
+        for view, counts in totals.expectations.items():
+            step = self.plan.steps.get(view) if self.plan else None
+            if step is None:
+                continue
+            rules = ", ".join(
+                f"{e.name} {counts.get(e.name, 0):,} broken ({e.action})" for e in step.expectations
+            )
+            dropped = f", {counts[DROPPED]:,} dropped" if DROPPED in counts else ""
+            out.write(
+                f"query {query}: expectations of {view}: {counts.get(ROWS, 0):,} rows"
+                f"{dropped}; {rules}\n"
+            )
 
 
 def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:
@@ -327,7 +350,7 @@ def run_pipeline(
     listener = ProgressListener(out, quiet=opts.quiet, recorder=recorder)
     # Each streaming output of a query is a branch that reads the source itself.
     listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
-    result = RunResult(listener=listener)
+    result = RunResult(listener=listener, plan=plan)
     specs = {q.name: q for q in pipeline.queries}
     streams: dict[str, DataFrame] = {}
     for name, spec in specs.items():

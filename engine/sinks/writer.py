@@ -33,10 +33,11 @@ class MultiTableWriter:
         query: str,
         sinks: Sequence[Sink],
         checkpoint: Path,
-        views: Callable[[DataFrame], list[DataFrame]],
+        views: Callable[[DataFrame], tuple[list[DataFrame], dict[str, dict[str, int]]]],
     ) -> None:
         self.pipeline = pipeline
-        #: From a batch's rows to one DataFrame per sink (engine/runtime/batch_views.py).
+        #: From a batch's rows to one DataFrame per sink, and the expectation counts of the
+        #: views computed on the batch (engine/runtime/batch_views.py).
         self.views = views
         self.query = query
         self.sinks = list(sinks)
@@ -45,6 +46,9 @@ class MultiTableWriter:
         self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
         #: Rows committed per sink of each batch, until the event log takes them.
         self.batch_rows: dict[int, dict[str, int]] = {}
+        #: Expectation counts of each batch's batch-computed views (view -> rule -> rows),
+        #: until the event log takes them.
+        self.batch_checks: dict[int, dict[str, dict[str, int]]] = {}
         self._last_batch: int | None = None
         self._lock = threading.Lock()
 
@@ -74,7 +78,7 @@ class MultiTableWriter:
         # Every sink reads the batch's rows: compute them once.
         df.persist()
         try:
-            parts = self.views(df)
+            parts, checks = self.views(df)
             order = sorted(enumerate(self.sinks), key=lambda e: e[1].order)
             filled = []
             for i, sink in order:
@@ -87,6 +91,9 @@ class MultiTableWriter:
                     filled.append(sink.name)
             # Before Spark commits the batch: a table that later lacks it is noticed.
             record_batch(self.checkpoint, filled, batch_id)
+            if checks:
+                with self._lock:
+                    self.batch_checks[batch_id] = checks
         finally:
             df.unpersist()
 

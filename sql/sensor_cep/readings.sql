@@ -3,5 +3,4 @@
 -- report (windows they belong to may already be closed).
 CREATE OR REPLACE TEMP VIEW readings AS
 SELECT DISTINCT device_id, sensor_freq, event_time, is_anomalous
-FROM sensor_readings WATERMARK event_time DELAY OF INTERVAL 30 SECONDS
-WHERE reject_reason IS NULL
+FROM valid_readings WATERMARK event_time DELAY OF INTERVAL 30 SECONDS

@@ -1,5 +1,6 @@
--- Every input record parsed into a sensor reading, with the reason it cannot be used
--- (reject_reason is NULL for a usable one). is_anomalous is THE anomaly rule of the pipeline.
+-- Every input record parsed into a sensor reading, with the reason it cannot be read
+-- (reject_reason is NULL for a readable one). is_anomalous is THE anomaly rule of the pipeline.
+-- The rules on the values of a readable record are expectations in valid_readings.sql.
 --
 -- The values are those of the record read as VARIANT (try_parse_json, try_variant_get). A
 -- regular record is read with from_json instead, which is cheaper and gives the very same values;
@@ -152,16 +153,6 @@ judged AS (
       WHEN event_time_text IS NULL THEN 'missing event_time'
       WHEN event_time IS NULL THEN concat('unparseable event_time: ', event_time_text)
       WHEN wrong_type IS NOT NULL THEN wrong_type
-      -- The sane range of event times: from 2000-01-01 to one day after the batch's time (in a
-      -- micro-batch current_timestamp() is the batch's timestamp, kept in the offset log, so a
-      -- replay decides the same). These two literals are the setting. A year 2200 would move
-      -- the watermark so far that every later reading is late; 9999 does not fit the handler.
-      WHEN event_time < TIMESTAMP '2000-01-01 00:00:00'
-        OR event_time > current_timestamp() + INTERVAL 1 DAY
-        THEN concat('event_time out of range: ', event_time_text)
-      -- NaN, Infinity and numbers past the double range (1e400).
-      WHEN isnan(sensor_freq) OR abs(sensor_freq) = double('Infinity')
-        THEN 'non-finite number: sensor_freq'
     END AS reject_reason
   FROM typed
 )
@@ -170,7 +161,6 @@ SELECT
   origin,
   device_id,
   sensor_freq,
-  -- Only a usable reading's time may reach the watermark of readings.
   if(reject_reason IS NULL, event_time, NULL) AS event_time,
   sensor_freq < 0 AS is_anomalous,
   reject_reason

@@ -1,5 +1,6 @@
--- Every server-log line parsed into its fields and items, with the reason it cannot be used
--- (reject_reason is NULL for a usable line). Timestamps look like 20:06:2019 0:46:1.
+-- Every server-log line parsed into its fields and items, with the reason it cannot be read
+-- (reject_reason is NULL for a readable line). Timestamps look like 20:06:2019 0:46:1. The
+-- rules on the values of a readable line are expectations in checked_lines.sql.
 --
 -- The values are those of the line read as VARIANT (try_parse_json, try_variant_get). A
 -- regular line is read with from_json instead, which is cheaper and gives the very same values;
@@ -263,19 +264,6 @@ judged AS (
       WHEN exists(items, i -> i.quantity IS NULL OR i.quantity < 1)
         THEN 'missing or non-positive Quantity'
       WHEN wrong_type IS NOT NULL THEN wrong_type
-      -- The sane range of event times: from 2000-01-01 to one day after the batch's time (in a
-      -- micro-batch current_timestamp() is the batch's timestamp, kept in the offset log, so a
-      -- replay decides the same). These two literals are the setting. A year 2200 would move
-      -- the watermark so far that every later line is late; 9999 does not fit the handlers.
-      WHEN event_time < TIMESTAMP '2000-01-01 00:00:00'
-        OR event_time > current_timestamp() + INTERVAL 1 DAY
-        THEN concat('timestamp out of range: ', timestamp_text)
-      -- NaN, Infinity and numbers past the double range ("NaN$", "1e309$", 1e400), and an
-      -- amount that overflows to Infinity.
-      WHEN exists(items, i -> isnan(i.price) OR abs(i.price) = double('Infinity'))
-        THEN 'non-finite number: Price'
-      WHEN exists(items, i -> abs(i.price * i.quantity) = double('Infinity'))
-        THEN 'non-finite number: Price * Quantity'
     END AS reject_reason
   FROM typed
 )
@@ -283,7 +271,6 @@ SELECT
   raw,
   source_file,
   customer_id,
-  -- Only a usable line's time may reach the watermark of log_lines.
   if(reject_reason IS NULL, event_time, NULL) AS event_time,
   event_type,
   items,

@@ -3,7 +3,8 @@ with its exact reason, a good one keeps its values.
 
 One table of (line, expected) per pipeline. The lines are written to a real file and read by
 Spark's text source, which keeps bytes that are not UTF-8, then parsed by the pipeline's own
-parse and quarantine views as a batch (no streaming run, to keep it fast). Every JSON object
+parse and quarantine views as a batch (no streaming run, to keep it fast), and by the view
+whose expectations hold a readable line to the rules on its values. Every JSON object
 line is also parsed with an extra key in front, which makes it irregular: the from_json path
 and the VARIANT path must give the same answer. One test runs server_logs end to end, to show
 that no absurd time reaches the watermark or the handlers, and one reads a Kafka topic.
@@ -12,6 +13,7 @@ that no absurd time reaches the watermark or the handlers, and one reads a Kafka
 from __future__ import annotations
 
 import base64
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +23,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from engine.definitions.pipeline import Registry
+from engine.definitions.sql import load_step
 from engine.plan import plan_pipeline
+from engine.runtime.expectations import rejected_rows
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, produce, read_table
 
@@ -64,6 +68,8 @@ PARSE = {
     ),
     "order_status": ("raw_orders", "orders", ["order_id", "status"]),
 }
+# pipeline: the view whose DROP ROW expectations judge the parse view's readable rows
+CHECKED = {"server_logs": "checked_lines", "sensor_cep": "valid_readings"}
 
 
 def parse(
@@ -91,13 +97,22 @@ def parse(
     ).createOrReplaceTempView(raw_view)
     for view in (parse_view, "quarantine"):
         session.sql((PROJECT / "sql" / pipeline / f"{view}.sql").read_text())
+    # The lines the expectations drop, by their raw text (the engine's own rows for quarantine).
+    dropped: dict[str, str] = {}
+    if pipeline in CHECKED:
+        step = load_step(PROJECT / "sql" / pipeline / f"{CHECKED[pipeline]}.sql")
+        session.sql(step.sql)
+        rejects = rejected_rows(session, step, pipeline=pipeline, root=PROJECT).collect()
+        assert {r.source for r in rejects} <= {f"sql/{pipeline}/{CHECKED[pipeline]}.sql"}
+        dropped = {json.loads(r.raw)["raw"]: r.reason for r in rejects}
     # One partition: the rows come in the file's order.
-    rows = session.table(parse_view).selectExpr("reject_reason", *values).collect()
+    rows = session.table(parse_view).selectExpr("reject_reason", "raw", *values).collect()
     assert len(rows) == len(lines)
     assert not [r for r in rows if "\ufffd" in str(r)], "a replacement character got through"
-    results = [r[0] if r[0] is not None else tuple(r[1:]) for r in rows]
+    results = [r[0] or dropped.get(r[1]) or tuple(r[2:]) for r in rows]
     quarantine = {r.raw: r.reason for r in session.table("quarantine").collect()}
-    return results, quarantine
+    assert not quarantine.keys() & dropped.keys(), "a line quarantined twice"
+    return results, quarantine | dropped
 
 
 def raw_text(line: str | bytes) -> str:
@@ -240,29 +255,29 @@ SERVER_LOGS: list[tuple[str | bytes, Any]] = [
     (log(event=buy(price="12.5")), "wrong type: Price is DECIMAL, expected STRING"),
     (log(event=buy(product="true")), "wrong type: ProductId is BOOLEAN, expected STRING"),
     # Times out of range, before any watermark sees them.
-    (log(ts=at(9999)), "timestamp out of range: 20:06:9999 0:46:1"),
-    (log(ts=at(2200)), "timestamp out of range: 20:06:2200 0:46:1"),
-    (log(ts=at(1)), "timestamp out of range: 20:06:0001 0:46:1"),
-    (log(ts=at(1969)), "timestamp out of range: 20:06:1969 0:46:1"),
-    (log(ts='"31:12:1999 23:59:59"'), "timestamp out of range: 31:12:1999 23:59:59"),
+    (log(ts=at(9999)), "expectation event_time_in_range"),
+    (log(ts=at(2200)), "expectation event_time_in_range"),
+    (log(ts=at(1)), "expectation event_time_in_range"),
+    (log(ts=at(1969)), "expectation event_time_in_range"),
+    (log(ts='"31:12:1999 23:59:59"'), "expectation event_time_in_range"),
     (log(ts='"1:1:2000 0:0:0"'), (*ADDED[:1], "2000-01-01 00:00:00", *ADDED[2:])),
     (log(ts=stamp(NOW + timedelta(hours=1))), OK),
     (
         log(ts=stamp(NOW + timedelta(days=2))),
-        f"timestamp out of range: {stamp(NOW + timedelta(days=2))[1:-1]}",
+        "expectation event_time_in_range",
     ),
     # Numbers that are not finite.
-    (log(event=buy(price='"NaN$"')), "non-finite number: Price"),
-    (log(event=buy(price='"Infinity$"')), "non-finite number: Price"),
-    (log(event=buy(price='"1e309$"')), "non-finite number: Price"),
-    (log(event=buy(price='"1e308$"')), "non-finite number: Price * Quantity"),
+    (log(event=buy(price='"NaN$"')), "expectation finite_prices"),
+    (log(event=buy(price='"Infinity$"')), "expectation finite_prices"),
+    (log(event=buy(price='"1e309$"')), "expectation finite_prices"),
+    (log(event=buy(price='"1e308$"')), "expectation finite_amounts"),
     (
         log(event=buy(price='"1e308$"', quantity="1")),
         (*BOUGHT[:3], '[{"product_id":"200_PId","price":1.0E308,"quantity":1}]', BOUGHT[4]),
     ),
     (
         log(event='{"AddToCart":{"ProductId":"116_PId","Price":1e400}}'),
-        "non-finite number: Price",
+        "expectation finite_prices",
     ),
 ]
 
@@ -389,13 +404,13 @@ SENSOR_CEP: list[tuple[str | bytes, Any]] = [
     (reading(freq='"44.49"'), "wrong type: sensor_freq is STRING, expected NUMBER"),
     (reading(freq="true"), "wrong type: sensor_freq is BOOLEAN, expected NUMBER"),
     # Times out of range.
-    (reading(time='"9999-12-31 23:59:59"'), "event_time out of range: 9999-12-31 23:59:59"),
-    (reading(time='"2200-01-01 00:00:00"'), "event_time out of range: 2200-01-01 00:00:00"),
-    (reading(time='"0001-01-01 00:00:00"'), "event_time out of range: 0001-01-01 00:00:00"),
-    (reading(time='"1969-12-31 23:59:59"'), "event_time out of range: 1969-12-31 23:59:59"),
+    (reading(time='"9999-12-31 23:59:59"'), "expectation event_time_in_range"),
+    (reading(time='"2200-01-01 00:00:00"'), "expectation event_time_in_range"),
+    (reading(time='"0001-01-01 00:00:00"'), "expectation event_time_in_range"),
+    (reading(time='"1969-12-31 23:59:59"'), "expectation event_time_in_range"),
     # Numbers that are not finite.
-    (reading(freq="1e400"), "non-finite number: sensor_freq"),
-    (reading(freq="-1e400"), "non-finite number: sensor_freq"),
+    (reading(freq="1e400"), "expectation finite_sensor_freq"),
+    (reading(freq="-1e400"), "expectation finite_sensor_freq"),
 ]
 
 
@@ -479,15 +494,19 @@ def test_absurd_times_do_not_poison_the_watermark_or_reach_the_handlers(spark, t
     ]
     (session,) = read_table(lake, "sessions")
     assert (session["customer_id"], session["total_events"]) == ("1028_CId", 2)
-    reasons = sorted((r["reason"], r["raw"]) for r in read_table(lake, "quarantine"))
+    # A line an expectation dropped is kept with its fields as JSON, the line as read among them.
+    reasons = sorted(
+        (
+            r["reason"],
+            json.loads(r["raw"])["raw"] if r["reason"].startswith("expectation") else r["raw"],
+        )
+        for r in read_table(lake, "quarantine")
+    )
     assert reasons == sorted(
         [
             (UTF8, b64(log(cid='"10\xff28_CId"').encode("latin-1"))),
-            ("non-finite number: Price", log(ts='"20:06:2019 0:47:0"', event=buy(price='"NaN$"'))),
-            *(
-                (f"timestamp out of range: {at(y)[1:-1]}", log(ts=at(y)))
-                for y in (1, 1969, 2200, 9999)
-            ),
+            ("expectation finite_prices", log(ts='"20:06:2019 0:47:0"', event=buy(price='"NaN$"'))),
+            *(("expectation event_time_in_range", log(ts=at(y))) for y in (1, 1969, 2200, 9999)),
         ]
     )
     totals = result.listener.totals["main"]

@@ -25,7 +25,9 @@ SVG = "{http://www.w3.org/2000/svg}"
 EXPECTED_EDGES = {
     "server_logs": {
         ("source:raw_logs", "view:parsed_logs"),
-        ("view:parsed_logs", "view:log_lines"),
+        ("view:parsed_logs", "view:checked_lines"),
+        ("view:checked_lines", "view:log_lines"),
+        ("view:checked_lines", "table:quarantine"),
         ("view:parsed_logs", "view:quarantine"),
         ("view:log_lines", "view:events"),
         ("view:events", "handler:session_updates"),
@@ -49,8 +51,10 @@ EXPECTED_EDGES = {
     },
     "sensor_cep": {
         ("source:raw_readings", "view:sensor_readings"),
-        ("view:sensor_readings", "view:readings"),
-        ("view:sensor_readings", "view:anomalies"),
+        ("view:sensor_readings", "view:valid_readings"),
+        ("view:valid_readings", "view:readings"),
+        ("view:valid_readings", "view:anomalies"),
+        ("view:valid_readings", "table:quarantine"),
         ("view:sensor_readings", "view:quarantine"),
         ("view:readings", "view:windowed_readings"),
         ("view:windowed_readings", "handler:window_samples"),
@@ -99,6 +103,8 @@ def test_server_logs_labels(graphs):
     assert log_lines.label == ("log_lines", "dedup · watermark 1 minute")
     assert log_lines.stateful
     assert not graph.find("view", "events").stateful
+    checked = graph.find("view", "checked_lines")
+    assert (checked.label, checked.stateful) == (("checked_lines", "3 expectations"), False)
     assert graph.find("handler", "session_updates").label == ("session_updates", "SessionHandler")
     assert graph.find("table", "sessions").label == ("sessions (merge)",)
     assert graph.find("table", "events").queries == ("main",)

@@ -1,0 +1,138 @@
+"""A view's expectations in Spark (rules: engine/definitions/expectations.py): its rows kept,
+dropped or failed by the rules, the rows it drops shaped for the quarantine table, and the
+count of rows breaking each rule in a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import reduce
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from engine.definitions.expectations import Expectation
+from engine.definitions.sql import SqlStep
+from engine.errors import UserError
+
+__all__ = [
+    "DROPPED",
+    "ROWS",
+    "apply_rules",
+    "batch_counts",
+    "failure",
+    "metric_name",
+    "rejected_rows",
+    "views_of_metrics",
+]
+
+#: The keys of a view's checked rows and of the rows its DROP ROW rules dropped, among its
+#: counts; the other keys are its rules' names (engine/definitions/expectations.py).
+ROWS = "rows"
+DROPPED = "dropped"
+_METRIC_PREFIX = "expectations:"
+
+
+def metric_name(view: str) -> str:
+    """The name a streaming view's counts carry in Spark's progress (`observedMetrics`)."""
+    return _METRIC_PREFIX + view
+
+
+def views_of_metrics(observed: Mapping[str, object]) -> dict[str, dict[str, int]]:
+    """The counts per view and rule found among a progress event's observed metrics."""
+    found = {}
+    for name, row in observed.items():
+        if name.startswith(_METRIC_PREFIX):
+            found[name.removeprefix(_METRIC_PREFIX)] = dict(row.asDict())  # type: ignore[attr-defined]
+    return found
+
+
+def _broken(rule: Expectation) -> Column:
+    # A rule holds only where its condition is true: NULL breaks it.
+    return ~F.coalesce(F.expr(rule.condition).cast("boolean"), F.lit(False))
+
+
+def _dropped(rules: tuple[Expectation, ...]) -> Column | None:
+    drops = [_broken(rule) for rule in rules if rule.action == "drop"]
+    return reduce(Column.__or__, drops) if drops else None
+
+
+def _counts(rules: tuple[Expectation, ...]) -> list[Column]:
+    dropped = _dropped(rules)
+    return [
+        F.count(F.lit(1)).alias(ROWS),
+        *([F.count_if(dropped).alias(DROPPED)] if dropped is not None else []),
+        *(F.count_if(_broken(rule)).alias(rule.name) for rule in rules),
+    ]
+
+
+def _row_json(df: DataFrame) -> Column:
+    return F.to_json(F.struct(*[F.col(c) for c in df.columns]))
+
+
+def apply_rules(spark: SparkSession, step: SqlStep, *, streaming: bool) -> None:
+    """Replace the step's view (just made from its SQL) by the rows its rules keep: a FAIL
+    UPDATE rule raises on its first broken row, DROP ROW rules filter. A `streaming` view
+    also reports its counts to the query's progress."""
+    if not step.expectations:
+        return
+    df = spark.table(step.name)
+    if streaming:
+        df = df.observe(metric_name(step.name), *_counts(step.expectations))
+    for rule in step.expectations:
+        if rule.action == "fail":
+            # The prefix makes the message ours when it reaches the driver (runtime/errors.py).
+            said = F.concat(F.lit("UserError: " + failure(step, rule, "")), _row_json(df))
+            df = df.where(F.when(_broken(rule), F.raise_error(said)).otherwise(F.lit(True)))
+    dropped = _dropped(step.expectations)
+    if dropped is not None:
+        df = df.where(~dropped)
+    spark.catalog.dropTempView(step.name)
+    df.createOrReplaceTempView(step.name)
+
+
+def failure(step: SqlStep, rule: Expectation, row: str) -> str:
+    """The one line a FAIL UPDATE rule stops its query with."""
+    return (
+        f"{step.path}:{rule.line}: expectation {rule.name} failed (ON VIOLATION FAIL UPDATE), "
+        f"so the batch is not committed; row: {row}"
+    )
+
+
+def batch_counts(spark: SparkSession, step: SqlStep) -> dict[str, int]:
+    """Rows of the step's view in this batch, before its rules, and how many break each rule:
+    for a view computed on the batch, which Spark's progress does not see. A broken FAIL
+    UPDATE rule raises here, with a sample row, before anything is written."""
+    df = spark.sql(step.query_sql())
+    row = df.agg(*_counts(step.expectations)).first()
+    counts = {k: int(v or 0) for k, v in row.asDict().items()} if row else {}
+    for rule in step.expectations:
+        if rule.action == "fail" and counts.get(rule.name):
+            sample = df.where(_broken(rule)).select(_row_json(df)).first()
+            raise UserError(failure(step, rule, sample[0] if sample else "?"))
+    return counts
+
+
+def rejected_rows(spark: SparkSession, step: SqlStep, *, pipeline: str, root: Path) -> DataFrame:
+    """The rows the step's DROP ROW rules drop, as quarantine rows: `raw` is the row as JSON,
+    `source` the SQL file (relative to `root`), `reason` the first rule it breaks."""
+    df = spark.sql(step.query_sql())
+    drops = [rule for rule in step.expectations if rule.action == "drop"]
+    reason = F.coalesce(
+        *[F.when(_broken(rule), F.lit(f"expectation {rule.name}")) for rule in drops]
+    )
+    try:
+        where = step.path.resolve().relative_to(root.resolve())
+    except ValueError:
+        where = step.path
+    return (
+        df.select(_row_json(df).alias("raw"), reason.alias("reason"))
+        .where(F.col("reason").isNotNull())
+        .select(
+            F.lit(pipeline).alias("pipeline"),
+            F.lit(str(where)).alias("source"),
+            "raw",
+            "reason",
+            F.current_timestamp().alias("ingested_at"),
+        )
+    )

@@ -1,0 +1,62 @@
+"""`init NAME`: a new pipeline that runs at once on a bundled sample, with every file a
+pipeline has (spec, one SQL file per view with an expectation example, table DDL, quality
+suite, test), written from the templates beside this module."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from engine.errors import UserError
+from engine.project import Project
+
+__all__ = ["Scaffold", "init_pipeline"]
+
+_TEMPLATES = Path(__file__).resolve().parent / "template"
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# The new pipeline's table is named after it, so it may not be the shared table's name.
+_TAKEN = frozenset({"quarantine"})
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """The files `init` writes, from template name to where it goes."""
+
+    name: str
+    project: Project
+
+    def files(self) -> dict[str, Path]:
+        """Each template and the file it becomes."""
+        p, n = self.project, self.name
+        return {
+            "pipeline.yaml": p.pipelines / f"{n}.yaml",
+            "lines.sql": p.sql / n / "lines.sql",
+            "records.sql": p.sql / n / "records.sql",
+            "quarantine.sql": p.sql / n / "quarantine.sql",
+            "table.sql": p.tables / f"{n}.sql",
+            "suite.yaml": p.suites / f"{n}.yaml",
+            "sample.jsonl": p.root / "data" / n / "sample.jsonl",
+            "test_pipeline.py": p.root / "tests" / "pipeline" / f"test_{n}.py",
+        }
+
+
+def init_pipeline(name: str, project: Project) -> list[Path]:
+    """Write a new pipeline `name` into the project; returns the files written. Nothing is
+    written when the name is not usable or any of its files exists."""
+    if not _NAME.match(name) or name in _TAKEN:
+        raise UserError(
+            f"init: {name!r} is not a usable pipeline name (up to 40 lower-case letters, "
+            "digits and _, starting with a letter; not quarantine)"
+        )
+    scaffold = Scaffold(name, project)
+    files = scaffold.files()
+    existing = [path for path in files.values() if path.exists()]
+    if existing or (project.sql / name).exists():
+        raise UserError(f"init: {existing[0] if existing else project.sql / name} already exists")
+    for template, path in files.items():
+        text = Template((_TEMPLATES / f"{template}.tmpl").read_text()).substitute(name=name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return list(files.values())
