@@ -271,14 +271,20 @@ def _check_state_once(graph: _Graph, outputs: Sequence[StreamOutput], where: str
     owner: dict[str, str] = {}
     for output in outputs:
         label = output.view or "handlers " + ", ".join(output.handlers.names)  # type: ignore[union-attr]
-        if output.view in graph.rejects:
-            label = f"the rows {graph.rejects[output.view]} drops (ON VIOLATION DROP ROW)"
         tops = (
             graph.stateful_above(output.handlers.input) | set(output.handlers.names)
             if output.handlers
             else graph.stateful_above(output.view)  # type: ignore[arg-type]
         )
         for name in sorted(tops):
+            if name in owner and output.view in graph.rejects:
+                view = graph.rejects[output.view]
+                raise UserError(
+                    f"{graph.steps[view].path}: the rows view {view} drops (ON VIOLATION DROP "
+                    f"ROW) would need a second copy of stateful step '{name}' in query "
+                    f"{where.rpartition(' query ')[2]}; declare the rule on a view above "
+                    f"'{name}', or on one that reads the handlers' rows"
+                )
             if name in owner:
                 raise UserError(
                     f"{where}: {owner[name]} and {label} both need stateful step '{name}' in "

@@ -16,7 +16,7 @@ from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import as_user_error, spark_error_line
-from engine.runtime.expectations import apply_rules, batch_counts, rejected_rows
+from engine.runtime.expectations import ROWS, apply_rules, batch_counts, rejected_rows
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
 from engine.sinks import Sink
 
@@ -73,7 +73,9 @@ class BatchViews:
                     continue
                 spark.sql(step.sql)
                 if step.expectations:
-                    counts[name] = batch_counts(spark, step)
+                    checked = batch_counts(spark, step)
+                    if checked.get(ROWS):
+                        counts[name] = checked
                     apply_rules(spark, step, streaming=False)
             except PySparkException as err:
                 raise UserError(f"{step.path}: {spark_error_line(err)}") from None

@@ -39,11 +39,13 @@ def metric_name(view: str) -> str:
 
 
 def views_of_metrics(observed: Mapping[str, object]) -> dict[str, dict[str, int]]:
-    """The counts per view and rule found among a progress event's observed metrics."""
+    """The counts per view and rule found among a progress event's observed metrics, for
+    the views that had rows in the batch."""
     found = {}
     for name, row in observed.items():
-        if name.startswith(_METRIC_PREFIX):
-            found[name.removeprefix(_METRIC_PREFIX)] = dict(row.asDict())  # type: ignore[attr-defined]
+        counts = dict(row.asDict())  # type: ignore[attr-defined]
+        if name.startswith(_METRIC_PREFIX) and counts.get(ROWS):
+            found[name.removeprefix(_METRIC_PREFIX)] = counts
     return found
 
 
@@ -67,7 +69,9 @@ def _counts(rules: tuple[Expectation, ...]) -> list[Column]:
 
 
 def _row_json(df: DataFrame) -> Column:
-    return F.to_json(F.struct(*[F.col(c) for c in df.columns]))
+    # Every column, NULLs too: a rule about a missing value shows the value missing.
+    row = F.struct(*[F.col(c) for c in df.columns])
+    return F.to_json(row, {"ignoreNullFields": "false"})
 
 
 def apply_rules(spark: SparkSession, step: SqlStep, *, streaming: bool) -> None:

@@ -206,8 +206,11 @@ def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broke
         query="anomalies",
         sinks=[delta, topic],
         checkpoint=checkpoint,
-        # What BatchViews gives: each sink's rows, from the batch.
-        views=lambda batch: [batch.select(*table.column_names), batch.select("key", "value")],
+        # What BatchViews gives: each sink's rows, from the batch, and no rule counts.
+        views=lambda batch: (
+            [batch.select(*table.column_names), batch.select("key", "value")],
+            {},
+        ),
     )
     writer(rows, 0)
     writer(rows, 0)  # Spark replays a batch whose commit it did not record

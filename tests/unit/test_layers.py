@@ -27,6 +27,7 @@ LAYERS = {
     "lint": 4,
     "graph": 4,
     "quality": 4,
+    "scaffold": 4,
     # The Spark runtime: the session, sources, sinks and the run loop use each other.
     "sources": 6,
     "sinks": 6,
@@ -35,7 +36,16 @@ LAYERS = {
     "cli": 8,
 }
 #: Parts that must answer without Spark (nor pandas, for the picture of the graph).
-SPARK_FREE = ("errors", "project", "definitions", "plan", "lint", "graph", "sources.kafka_topic")
+SPARK_FREE = (
+    "errors",
+    "project",
+    "definitions",
+    "plan",
+    "lint",
+    "graph",
+    "scaffold",
+    "sources.kafka_topic",
+)
 
 
 def _part(module: str) -> str:

@@ -127,7 +127,7 @@ CASES = [
         "sql/sensor_cep/readings.sql",
         " WATERMARK event_time DELAY OF INTERVAL 30 SECONDS",
         "",
-        "sql/sensor_cep/readings.sql:6:20: error: deduplication without a WATERMARK upstream keeps"
+        "sql/sensor_cep/readings.sql:6:19: error: deduplication without a WATERMARK upstream keeps"
         " every row's key forever; add WATERMARK <event time> DELAY OF INTERVAL ... to its input"
         " [unbounded-dedup]",
         id="distinct-without-watermark",
@@ -143,16 +143,16 @@ CASES = [
     ),
     pytest.param(
         "sql/sensor_cep/anomalies.sql",
-        "AND is_anomalous",
-        "AND is_anomalous\nORDER BY event_time",
+        "WHERE is_anomalous",
+        "WHERE is_anomalous\nORDER BY event_time",
         "sql/sensor_cep/anomalies.sql:6:19: error: ORDER BY in a streaming view: only in complete"
         " mode, which this engine does not use [complete-mode-only]",
         id="order-by",
     ),
     pytest.param(
         "sql/sensor_cep/anomalies.sql",
-        "AND is_anomalous",
-        "AND is_anomalous\nLIMIT 10",
+        "WHERE is_anomalous",
+        "WHERE is_anomalous\nLIMIT 10",
         "sql/sensor_cep/anomalies.sql:6:8: error: LIMIT in a streaming view: only in complete"
         " mode, which this engine does not use [complete-mode-only]",
         id="limit",
@@ -240,7 +240,7 @@ def test_project_sql_is_clean_but_for_two_warnings(capsys: pytest.CaptureFixture
     assert out == [
         SPEND_WARNING,
         TOTALS_WARNING,
-        "lint: 5 pipelines, 21 SQL files, no errors, 2 warnings",
+        "lint: 5 pipelines, 23 SQL files, no errors, 2 warnings",
     ]
 
 
@@ -249,7 +249,7 @@ def test_clean_pipeline_and_unknown_pipeline(
 ) -> None:
     assert run_lint(project, capsys, "server_logs") == (
         0,
-        "lint: 1 pipeline, 5 SQL files, no findings\n",
+        "lint: 1 pipeline, 6 SQL files, no findings\n",
     )
     assert main(["--pipelines", str(project / "pipelines"), "lint", "nope"]) == 2
     assert "unknown pipeline 'nope'" in capsys.readouterr().err

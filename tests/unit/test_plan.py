@@ -28,35 +28,50 @@ def test_server_logs_plan(pipeline):
 
 def test_one_query_reads_server_logs_once(pipeline):
     """Every table from one query: both handlers in one state-store call that also passes the
-    deduplicated events on; quarantine from the parse; purchases computed on each batch."""
+    deduplicated events on; quarantine from the parse; the lines the expectations drop;
+    purchases computed on each batch."""
     (query,) = plan_pipeline(pipeline).queries.values()
     group = StateCall("events", ("cart_updates", "session_updates"))
-    assert query.outputs == (StreamOutput(handlers=group), StreamOutput(view="quarantine"))
+    assert query.outputs == (
+        StreamOutput(handlers=group),
+        StreamOutput(view="quarantine"),
+        StreamOutput(view="checked_lines__dropped"),
+    )
     assert query.batch_steps == ("purchases",)
 
 
 @pytest.mark.parametrize(
     ("name", "query", "outputs", "batch"),
     [
-        # The handler's input is not read on the batch: no passthrough.
+        # The handler's input is not read on the batch: no passthrough. The lines
+        # checked_lines' expectations drop are judged in the streaming part, in their own branch.
         (
             "server_logs",
-            QuerySpec("q", {"sessions": "session_updates"}),
-            (StreamOutput(handlers=StateCall("events", ("session_updates",)), passthrough=False),),
+            QuerySpec("q", {"sessions": "session_updates", "quarantine": "quarantine"}),
+            (
+                StreamOutput(handlers=StateCall("events", ("session_updates",)), passthrough=False),
+                StreamOutput(view="quarantine"),
+                StreamOutput(view="checked_lines__dropped"),
+            ),
             (),
         ),
-        # Stateless tables share one output: the latest view they all read.
+        # Stateless tables share one output: the latest view they all read. The readings
+        # valid_readings drops are judged on the batch, right after it.
         (
             "sensor_cep",
             QuerySpec("q", {"quarantine": "quarantine", "sensor_anomalies": "anomalies"}),
             (StreamOutput(view="sensor_readings"),),
-            ("anomalies", "quarantine"),
+            ("quarantine", "valid_readings", "valid_readings__dropped", "anomalies"),
         ),
         # A deduplicated view without handlers below it is an output itself.
         (
             "server_logs",
-            QuerySpec("q", {"events": "events"}),
-            (StreamOutput(view="events"),),
+            QuerySpec("q", {"events": "events", "quarantine": "quarantine"}),
+            (
+                StreamOutput(view="events"),
+                StreamOutput(view="quarantine"),
+                StreamOutput(view="checked_lines__dropped"),
+            ),
             (),
         ),
     ],

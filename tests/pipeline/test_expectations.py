@@ -1,0 +1,188 @@
+"""Expectations enforced while streaming, on real runs: `init` makes a pipeline whose rules
+warn and drop (on the batch part of its query); server_logs' checked_lines shows them in the
+streaming part; FAIL UPDATE stops the query with nothing committed, in either part."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.definitions.pipeline import Registry
+from engine.errors import UserError
+from engine.lake.event_log import EventLog
+from engine.lake.guard import last_committed
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
+from tests.conftest import copy_project, edit, read_table
+from tests.pipeline.test_bad_input import log
+from tests.pipeline.test_cli import one_error_line, runner
+
+
+def _batch_checks(lake: Path) -> list[dict]:
+    events = EventLog(lake).read().to_pylist()
+    return [json.loads(e["details"]).get("expectations") for e in events if e["kind"] == "batch"]
+
+
+def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
+    project = copy_project(tmp_path / "project")
+    pipelines = str(project / "pipelines")
+    made = runner("--pipelines", pipelines, "init", "shop")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines()[:8] == [
+        "created pipelines/shop.yaml",
+        "created sql/shop/lines.sql",
+        "created sql/shop/records.sql",
+        "created sql/shop/quarantine.sql",
+        "created tables/shop.sql",
+        "created quality/suites/shop.yaml",
+        "created data/shop/sample.jsonl",
+        "created tests/pipeline/test_shop.py",
+    ]
+    linted = runner("--pipelines", pipelines, "lint", "shop")
+    assert (linted.returncode, linted.stdout.strip()) == (
+        0,
+        "lint: 1 pipeline, 3 SQL files, no findings",
+    )
+
+    # The generated test, run as it is: the sample through the pipeline, rows and counts exact.
+    path = project / "tests" / "pipeline" / "test_shop.py"
+    spec = importlib.util.spec_from_file_location("generated_test_shop", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.test_pipeline_on_its_sample(spark, tmp_path)
+    lake = tmp_path / "lake"
+    assert _batch_checks(lake) == [
+        {
+            "records": {
+                "rows": 8,
+                "dropped": 3,
+                "has_id": 1,
+                "has_event_time": 1,
+                "non_negative_amount": 1,
+                "known_currency": 1,
+            }
+        }
+    ]
+    # A dropped row keeps its fields; NULLs are written, not left out.
+    dropped = {r["reason"]: r["raw"] for r in read_table(lake, "quarantine")}
+    assert json.loads(dropped["expectation has_event_time"]) == {
+        "id": "a7",
+        "amount": 2.0,
+        "currency": "EUR",
+        "event_time": None,
+        "event_date": None,
+    }
+
+    checked = runner("--pipelines", pipelines, "quality", "--lake", str(lake), "shop")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "shop: passed" in checked.stdout
+
+    again = runner("--pipelines", pipelines, "init", "shop")
+    assert again.returncode == 2
+    assert (
+        one_error_line(again)
+        == f"error: init: {project / 'pipelines' / 'shop.yaml'} already exists"
+    )
+    bad = runner("--pipelines", pipelines, "init", "Shop-2")
+    assert bad.returncode == 2
+    assert "'Shop-2' is not a usable pipeline name" in one_error_line(bad)
+
+
+def test_fail_update_on_the_batch_part_commits_nothing(spark, tmp_path):
+    project = copy_project(tmp_path / "project")
+    runner("--pipelines", str(project / "pipelines"), "init", "shop")
+    records = project / "sql" / "shop" / "records.sql"
+    edit(
+        records,
+        "CREATE OR",
+        "-- CONSTRAINT small EXPECT (amount < 10) ON VIOLATION FAIL UPDATE\nCREATE OR",
+    )
+    lake = tmp_path / "lake"
+    plan = plan_pipeline(Registry(project / "pipelines").get("shop"), once=True)
+    with pytest.raises(UserError) as caught:
+        run_pipeline(spark, plan, RunOptions(lake=lake, once=True, quiet=True), out=io.StringIO())
+    assert str(caught.value) == (
+        f"query main: {records}:9: expectation small failed (ON VIOLATION FAIL UPDATE), so the "
+        'batch is not committed; row: {"id":"a1","amount":12.5,"currency":"EUR",'
+        '"event_time":"2026-01-05T10:00:00.000Z","event_date":"2026-01-05"}'
+    )
+    _nothing_committed(lake, "shop", ["shop", "quarantine"], str(caught.value))
+
+
+def _nothing_committed(lake: Path, pipeline: str, tables: list[str], message: str) -> None:
+    assert last_committed(lake / "_checkpoints" / pipeline / "main") is None
+    for table in tables:
+        assert read_table(lake, table) == []
+    events = EventLog(lake).read().to_pylist()
+    assert [e["kind"] for e in events] == ["run_start", "error", "run_stop"]
+    assert events[1]["message"] == message
+
+
+def _server_logs(project: Path, rules: str) -> tuple[object, Path]:
+    path = project / "sql" / "server_logs" / "checked_lines.sql"
+    edit(path, "CREATE OR", f"{rules}\nCREATE OR")
+    return plan_pipeline(Registry(project / "pipelines").get("server_logs"), once=True), path
+
+
+def _input(tmp_path: Path) -> str:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [log(), log(source='"LoggedOut"'), log(cid='"1029_CId"'), log(ts='"20:06:9999 0:46:1"')]
+    (folder / "part-1.json").write_text("".join(f"{line}\n" for line in lines))
+    return str(folder)
+
+
+def test_warn_and_drop_on_the_streaming_part_are_counted(spark, tmp_path):
+    project = copy_project(tmp_path / "project")
+    plan, _ = _server_logs(project, "-- CONSTRAINT logged_in EXPECT (NOT logged_out)")
+    lake, out = tmp_path / "lake", io.StringIO()
+    opts = RunOptions(lake=lake, once=True, quiet=True, input_path=_input(tmp_path))
+    result = run_pipeline(spark, plan, opts, out=out)
+    result.report(out)
+    # The warning keeps the logged-out line; the year 9999 is dropped before the watermark.
+    assert len(read_table(lake, "events")) == 3
+    assert [r["reason"] for r in read_table(lake, "quarantine")] == [
+        "expectation event_time_in_range"
+    ]
+    counts = {
+        "rows": 4,
+        "dropped": 1,
+        "logged_in": 1,
+        "event_time_in_range": 1,
+        "finite_prices": 0,
+        "finite_amounts": 0,
+    }
+    assert dict(result.listener.totals["main"].expectations["checked_lines"]) == counts
+    assert [c for c in _batch_checks(lake) if c] == [{"checked_lines": counts}]
+    report = out.getvalue()
+    assert (
+        "query main: expectations of checked_lines: 4 rows, 1 dropped; event_time_in_range 1 "
+        "broken (drop), finite_prices 0 broken (drop), finite_amounts 0 broken (drop), "
+        "logged_in 1 broken (warn)"
+    ) in report
+    assert (
+        "input lines 4 = 3 events + 1 quarantined + 0 duplicates dropped + 0 late dropped\n"
+        in report
+    )
+
+
+def test_fail_update_on_the_streaming_part_commits_nothing(spark, tmp_path):
+    project = copy_project(tmp_path / "project")
+    rule = "-- CONSTRAINT one_customer EXPECT (customer_id = '1028_CId') ON VIOLATION FAIL UPDATE"
+    plan, path = _server_logs(project, rule)
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, quiet=True, input_path=_input(tmp_path))
+    with pytest.raises(UserError) as caught:
+        run_pipeline(spark, plan, opts, out=io.StringIO())
+    message = str(caught.value)
+    assert message.startswith(
+        f"query main: {path}:15: expectation one_customer failed (ON VIOLATION FAIL UPDATE), so "
+        "the batch is not committed; row: {"
+    )
+    assert '"customer_id":"1029_CId"' in message and "\n" not in message
+    _nothing_committed(lake, "server_logs", ["events", "quarantine", "sessions"], message)
