@@ -181,7 +181,7 @@ def test_fail_update_on_the_streaming_part_commits_nothing(spark, tmp_path):
         run_pipeline(spark, plan, opts, out=io.StringIO())
     message = str(caught.value)
     assert message.startswith(
-        f"query main: {path}:15: expectation one_customer failed (ON VIOLATION FAIL UPDATE), so "
+        f"query main: {path}:14: expectation one_customer failed (ON VIOLATION FAIL UPDATE), so "
         "the batch is not committed; row: {"
     )
     assert '"customer_id":"1029_CId"' in message and "\n" not in message

@@ -163,8 +163,8 @@ def test_a_changed_dedup_key_is_refused_naming_the_file(workspace: Path):
     )
     edit(
         log_lines,
-        "WHERE reject_reason IS NULL",
-        "WHERE reject_reason IS NULL\nGROUP BY customer_id, event_time",
+        "DELAY OF INTERVAL 1 MINUTE",
+        "DELAY OF INTERVAL 1 MINUTE\nGROUP BY customer_id, event_time",
     )
     commits = sorted((lake / CHECKPOINT / "commits").iterdir())
     cli = runner(
