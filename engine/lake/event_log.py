@@ -135,6 +135,17 @@ def _count(n: int | None, word: str) -> str | None:
     return None if n is None else f"{n:,} {word}"
 
 
+def _checks(view: str, counts: Mapping[str, int]) -> str:
+    """A view's expectations in a batch: rows checked, dropped, and the rules broken."""
+    broken = [
+        f"{name} {n:,}" for name, n in counts.items() if name not in ("rows", "dropped") and n
+    ]
+    dropped = f", {counts['dropped']:,} dropped" if "dropped" in counts else ""
+    return f"{view}: {counts.get('rows', 0):,} checked{dropped}" + (
+        f" ({', '.join(broken)})" if broken else ""
+    )
+
+
 def _summary(row: Mapping[str, Any]) -> str:
     details = json.loads(row["details"] or "{}")
     kind = row["kind"]
@@ -148,6 +159,7 @@ def _summary(row: Mapping[str, Any]) -> str:
             f"watermark {row['watermark']:%Y-%m-%d %H:%M:%S}" if row["watermark"] else None,
             f"{row['duration_ms']:,} ms" if row["duration_ms"] is not None else None,
             "recovered after a stop (no figures)" if details.get("recovered") else None,
+            *(_checks(view, counts) for view, counts in details.get("expectations", {}).items()),
         ]
         return ", ".join(p for p in parts if p)
     if kind == "run_start":

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
@@ -22,7 +23,14 @@ from sqlglot.schema import MappingSchema
 
 from engine.definitions.handler import load_handler_class
 from engine.definitions.pipeline import Pipeline, Registry
-from engine.definitions.sql import SqlError, SqlStep, Watermark, order_steps, position
+from engine.definitions.sql import (
+    SparkStreaming,
+    SqlError,
+    SqlStep,
+    Watermark,
+    order_steps,
+    position,
+)
 from engine.errors import UserError
 from engine.plan import check_pipeline, load_files
 from engine.plan.findings import Finding, finding_at
@@ -398,6 +406,33 @@ def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:
     return findings
 
 
+def check_expectations(
+    steps: Sequence[SqlStep], views: Mapping[str, list[str] | None]
+) -> list[Finding]:
+    """Unknown columns in the conditions of expectations: a condition reads its own view's
+    columns (or a lambda's variables, or fields of those)."""
+    findings: list[Finding] = []
+    for step in steps:
+        columns = views.get(step.name)
+        if not step.expectations or columns is None:
+            continue
+        known = {c.lower() for c in columns}
+        for rule in step.expectations:
+            condition = sqlglot.parse_one(rule.condition, read=SparkStreaming)
+            variables = {
+                v.name.lower() for lam in condition.find_all(exp.Lambda) for v in lam.expressions
+            }
+            for column in condition.find_all(exp.Column):
+                root = column.parts[0].name.lower()  # a struct field's column
+                if root not in known and root not in variables:
+                    message = (
+                        f"expectation {rule.name}: unknown column '{column.sql()}' of view "
+                        f"'{step.name}'"
+                    )
+                    findings.append(Finding(step.path, rule.line, None, "unknown-column", message))
+    return findings
+
+
 def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     """All checks on one pipeline: the number of SQL files and the findings, sorted."""
     loaded = load_files(pipeline.sql_dir)
@@ -419,6 +454,7 @@ def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     column_findings, views = check_columns(pipeline, steps, order)
     findings += column_findings
     findings += check_handlers(pipeline, views)
+    findings += check_expectations(steps, views)
     findings += check_state_watermarks(pipeline, steps)
     findings += check_complete_mode(pipeline, steps)
     findings += check_nondeterministic_keys(steps)

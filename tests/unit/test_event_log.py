@@ -20,6 +20,13 @@ def at(seconds: int) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
 
 
+# Expectation counts of batch 1 (none in batch 0): rows checked, dropped, and per rule.
+CHECKS = [
+    {},
+    {"expectations": {"checked_lines": {"rows": 97, "dropped": 2, "in_range": 2, "finite": 0}}},
+]
+
+
 @pytest.fixture
 def lake(tmp_path: Path) -> Path:
     log = EventLog(tmp_path)
@@ -30,7 +37,7 @@ def lake(tmp_path: Path) -> Path:
             "batch", "r1", "server_logs", query="main", batch_id=batch, rows_in=100,
             rows_out=90 + batch, duplicates=3, late=0, state_rows=40, duration_ms=1500,
             watermark=at(-60) if batch else None, event_time=at(10 + batch),
-            details={"rows_written": {"events": 90 + batch}},
+            details={"rows_written": {"events": 90 + batch}, **CHECKS[batch]},
         )  # fmt: skip
         assert log.append([event], batch=("server_logs.main.c1", batch))
     log.append([Event("run_stop", "r1", "server_logs", status="finished", event_time=at(20),
@@ -68,7 +75,8 @@ def test_event_lines_read_as_a_history(lake: Path) -> None:
         "2026-11-23 12:00:10  server_logs.main         batch 0      100 in, 90 out, 3 duplicates,"
         " 40 state rows, 1,500 ms",
         "2026-11-23 12:00:11  server_logs.main         batch 1      100 in, 91 out, 3 duplicates,"
-        " 40 state rows, watermark 2026-11-23 11:59:00, 1,500 ms",
+        " 40 state rows, watermark 2026-11-23 11:59:00, 1,500 ms, checked_lines: 97 checked,"
+        " 2 dropped (in_range 2)",
         "2026-11-23 12:00:20  server_logs              run_stop     finished; rows written:"
         " events 181, quarantine 0",
         "2026-11-23 12:00:30  -                        quality      sessions: failed"
@@ -85,7 +93,12 @@ def test_sql_over_the_event_log(lake: Path) -> None:
         {"pipeline": "server_logs", "batches": 2, "rows_out": 181}
     ]
     details = run_duckdb("SELECT details FROM _event_log WHERE batch_id = 1", lake)
-    assert json.loads(details.column(0)[0].as_py()) == {"rows_written": {"events": 91}}
+    assert json.loads(details.column(0)[0].as_py()) == {"rows_written": {"events": 91}, **CHECKS[1]}
+    in_range = (
+        "SELECT sum(CAST(get_json_object(details, '$.expectations.checked_lines.in_range') AS INT))"
+        " FROM _event_log"
+    )
+    assert run_duckdb(in_range, lake).column(0)[0].as_py() == 2
 
 
 def test_log_command(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -209,6 +209,32 @@ CASES += [
         " [table]",
         id="table-ddl",
     ),
+    # Expectations: a condition reads its view's columns; a bad rule line is a syntax error.
+    pytest.param(
+        "sql/server_logs/checked_lines.sql",
+        "EXPECT (forall(items, i -> abs(i.price * i.quantity)",
+        "EXPECT (forall(item, i -> abs(i.price * i.quantity)",
+        "sql/server_logs/checked_lines.sql:13: error: expectation finite_amounts: unknown column"
+        " 'item' of view 'checked_lines' [unknown-column]",
+        id="expectation-column",
+    ),
+    pytest.param(
+        "sql/sensor_cep/valid_readings.sql",
+        "ON VIOLATION DROP ROW\n-- No NaN",
+        "ON VIOLATION DROP\n-- No NaN",
+        "sql/sensor_cep/valid_readings.sql:9: error: expected `-- CONSTRAINT name EXPECT"
+        " (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]` on one line [syntax]",
+        id="expectation-syntax",
+    ),
+    pytest.param(
+        "sql/sensor_cep/readings.sql",
+        "CREATE OR",
+        "-- CONSTRAINT known EXPECT (device_id IS NOT NULL)\nCREATE OR",
+        "sql/sensor_cep/readings.sql:4: error: expectation known: rules go on a view without"
+        " DISTINCT or GROUP BY; declare them on a view that readings reads, or one that reads it"
+        " [expectation]",
+        id="expectation-on-stateful-view",
+    ),
 ]
 
 
