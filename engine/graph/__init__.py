@@ -50,6 +50,8 @@ class Edge:
     source: str
     target: str
     query: str | None = None
+    #: The rows a view's expectations drop, on their way to the quarantine table.
+    dropped: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,8 @@ def graph_of(plan: Plan) -> Graph:
         # The rows a view's expectations drop go to the quarantine table this query writes.
         quarantine = plan.queries[query.name].quarantine
         for view in plan.queries[query.name].drops:
-            edges.append(Edge(readable[view], sink_ids[("table", str(quarantine))], query.name))
+            target = sink_ids[("table", str(quarantine))]
+            edges.append(Edge(readable[view], target, query.name, dropped=True))
         trigger = query.trigger or ""
         when = trigger if trigger.startswith(REAL_TIME) else f"every {trigger}"
         title = f"query {query.name}" + (f" · {when}" if trigger else "")
@@ -273,7 +276,7 @@ def _mermaid_lines(graph: Graph) -> Iterator[str]:
             yield f"        {_mermaid_node(node)}"
         yield "    end"
     for edge in graph.edges:
-        yield f"    {edge.source} --> {edge.target}"
+        yield f"    {edge.source} {'-. dropped .->' if edge.dropped else '-->'} {edge.target}"
     for style, (fill, stroke) in COLOURS.items():
         yield f"    classDef {style} fill:{fill},stroke:{stroke},color:#0f172a"
     for style in COLOURS:

@@ -143,7 +143,13 @@ def _dot_lines(graph: Graph) -> Iterator[str]:
             yield f"    {_node(node)}"
         yield "  }"
     for edge in graph.edges:
-        yield f"  {_quote(edge.source)} -> {_quote(edge.target)}"
+        dropped = (
+            f" [style=dashed, label=dropped, fontname={_quote(FONT)}, fontsize={DETAIL_SIZE}, "
+            f"fontcolor={_quote(DETAIL_INK)}]"
+            if edge.dropped
+            else ""
+        )
+        yield f"  {_quote(edge.source)} -> {_quote(edge.target)}{dropped}"
     yield "}"
 
 

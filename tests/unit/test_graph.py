@@ -105,6 +105,9 @@ def test_server_logs_labels(graphs):
     assert not graph.find("view", "events").stateful
     checked = graph.find("view", "checked_lines")
     assert (checked.label, checked.stateful) == (("checked_lines", "3 expectations"), False)
+    (dropped,) = [e for e in graph.edges if e.dropped]
+    assert (dropped.source, dropped.target) == (checked.id, graph.find("table", "quarantine").id)
+    assert f"{checked.id} -. dropped .-> {dropped.target}" in to_mermaid(graph)
     assert graph.find("handler", "session_updates").label == ("session_updates", "SessionHandler")
     assert graph.find("table", "sessions").label == ("sessions (merge)",)
     assert graph.find("table", "events").queries == ("main",)
@@ -136,7 +139,10 @@ def test_watermark_setting_shows_in_label():
 _NODE_LINE = re.compile(
     r"^\s*([A-Za-z][A-Za-z0-9_]*)(\(\[|\[\[|\[\(|\[/|\[)\"[^\"]*\"(\]\)|\]\]|\)\]|/\]|\])$"
 )
-_EDGE_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*) --> ([A-Za-z][A-Za-z0-9_]*)$")
+# A plain edge, or the dashed one of rows the expectations drop.
+_EDGE_LINE = re.compile(
+    r"^\s*([A-Za-z][A-Za-z0-9_]*) (?:-->|-\. dropped \.->) ([A-Za-z][A-Za-z0-9_]*)$"
+)
 
 
 @pytest.mark.parametrize("name", PIPELINES)
@@ -266,7 +272,9 @@ def test_dot_declares_every_node_and_edge(graphs, name):
     assert text.startswith(f'digraph "{name}" {{\n') and text.endswith("}\n")
     assert "rankdir=LR" in text and f"<B>pipeline {name}</B>" in text
     assert set(_dot_statements(text)) == {n.id for n in graph.nodes}
-    edges = re.findall(r'^\s*"(\w+)" -> "(\w+)"$', text, re.MULTILINE)
+    edges = re.findall(
+        r'^\s*"(\w+)" -> "(\w+)"(?: \[style=dashed, label=dropped.*\])?$', text, re.M
+    )
     assert sorted(edges) == sorted((e.source, e.target) for e in graph.edges)
     for group in graph.queries:
         assert f"<I>{group.title}</I>" in text
