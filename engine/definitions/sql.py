@@ -27,6 +27,8 @@ __all__ = [
     "load_step",
     "load_steps",
     "order_steps",
+    "pin_batch_time",
+    "pinned_condition",
     "position",
 ]
 
@@ -161,10 +163,19 @@ class SqlStep:
         """Whether a rule of the view sends rows to quarantine."""
         return any(e.action == "drop" for e in self.expectations)
 
-    def query_sql(self, *, drop_distinct: bool = False, watermark_delay: str | None = None) -> str:
+    def query_sql(
+        self,
+        *,
+        drop_distinct: bool = False,
+        watermark_delay: str | None = None,
+        batch_time_ms: int | None = None,
+    ) -> str:
         """The view's query as Spark SQL, optionally without its deduplication (top-level
-        DISTINCT, or GROUP BY with any_value) or with every watermark delay replaced."""
+        DISTINCT, or GROUP BY with any_value), with every watermark delay replaced, or with the
+        current time pinned to a micro-batch's (`pin_batch_time`)."""
         query = self.tree.expression.copy()
+        if batch_time_ms is not None:
+            query = pin_batch_time(query, batch_time_ms)
         if drop_distinct and self.dedup_keys:
             query.set("group", None)
             for call in list(query.find_all(exp.AnyValue, exp.First)):
@@ -202,6 +213,32 @@ class SqlStep:
                 )
             names.append(name)
         return names
+
+
+def pin_batch_time(node: exp.Expression, batch_time_ms: int) -> exp.Expression:
+    """`node` with current_timestamp(), now() and current_date() fixed at a micro-batch's
+    timestamp, as Spark fixes them in the streaming part of a query: SQL run on the batch then
+    decides as the streaming part did, and as a replay of the batch will."""
+    at = exp.Anonymous(this="timestamp_millis", expressions=[exp.Literal.number(batch_time_ms)])
+
+    def pinned(inner: exp.Expression) -> exp.Expression:
+        if isinstance(inner, exp.CurrentTimestamp) or (
+            isinstance(inner, exp.Anonymous) and inner.name.lower() == "now"
+        ):
+            return at.copy()
+        if isinstance(inner, exp.CurrentDate):
+            return exp.Anonymous(this="to_date", expressions=[at.copy()])
+        return inner
+
+    return node.transform(pinned)
+
+
+def pinned_condition(condition: str, batch_time_ms: int | None) -> str:
+    """An expression's SQL with the current time pinned (`pin_batch_time`), or as written."""
+    if batch_time_ms is None:
+        return condition
+    tree = sqlglot.parse_one(condition, read=SparkStreaming)
+    return pin_batch_time(tree, batch_time_ms).sql(dialect=SparkStreaming)
 
 
 def position(node: exp.Expression) -> tuple[int | None, int | None]:

@@ -65,6 +65,16 @@ def last_committed(checkpoint: Path) -> int | None:
     return max(done, default=None)
 
 
+def batch_time_ms(checkpoint: Path, batch_id: int) -> int | None:
+    """The timestamp Spark gave a batch (its `current_timestamp()`), from the checkpoint's
+    offset log, which Spark writes before it runs the batch; None when not there."""
+    try:
+        metadata = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[1]
+        return int(json.loads(metadata)["batchTimestampMs"])
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return None
+
+
 def write_json(path: Path, data: object) -> None:
     """Write a JSON file whole or not at all."""
     # Write then rename: a crash leaves the old file or the new one, never half of one.

@@ -185,18 +185,11 @@ def plan_query(
     outputs: list[StreamOutput] = [StreamOutput(handlers=g) for g in groups]
     # A stateful step feeding a handler group reaches the batch only through its passthrough.
     passthrough = {graph.anchor(g.input): g for g in groups}
-    # The rows a view of the streaming part drops are judged there too, in a branch of their
-    # own: judged again on the batch, a rule calling current_timestamp() would see another
-    # time than the streaming part did (docs/decisions.md).
-    stateful = {s for t in targets for s in graph.stateful_above(t)}
-    in_stream = set().union(*(graph.ancestors(s) for s in stateful)) - stateful
-    streamed_drops = {t for t in targets if graph.rejects.get(t) in in_stream}
-    common = [t for t in targets if graph.anchor(t) is None and t not in streamed_drops]
+    # The rows a view drops are judged again on the batch, from what the view reads, at the
+    # batch's time (engine/runtime/batch_views.py): no second read of the source for them.
+    common = [t for t in targets if graph.anchor(t) is None]
     for target in targets:
         anchor = graph.anchor(target)
-        if target in streamed_drops:
-            outputs.append(StreamOutput(view=target))
-            continue
         if anchor in graph.handlers or anchor in passthrough:
             continue
         if anchor is not None and target in graph.rejects:
@@ -218,8 +211,8 @@ def plan_query(
             raise UserError(
                 f"{steps[view].path}: the rows view {view} drops (ON VIOLATION DROP ROW) cannot "
                 f"reach quarantine in query {query.name}: what it reads is not among the "
-                f"query's streaming rows ({', '.join(sorted(bound))}); put the rule on a view "
-                "above the stateful step"
+                f"query's streaming rows ({', '.join(sorted(bound))}); declare the rule on a "
+                "view above the stateful step, or on one that reads the handlers' rows"
             )
         if path is None:
             raise UserError(
@@ -277,14 +270,6 @@ def _check_state_once(graph: _Graph, outputs: Sequence[StreamOutput], where: str
             else graph.stateful_above(output.view)  # type: ignore[arg-type]
         )
         for name in sorted(tops):
-            if name in owner and output.view in graph.rejects:
-                view = graph.rejects[output.view]
-                raise UserError(
-                    f"{graph.steps[view].path}: the rows view {view} drops (ON VIOLATION DROP "
-                    f"ROW) would need a second copy of stateful step '{name}' in query "
-                    f"{where.rpartition(' query ')[2]}; declare the rule on a view above "
-                    f"'{name}', or on one that reads the handlers' rows"
-                )
             if name in owner:
                 raise UserError(
                     f"{where}: {owner[name]} and {label} both need stateful step '{name}' in "

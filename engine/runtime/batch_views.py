@@ -49,9 +49,15 @@ class BatchViews:
                 inputs = self.input_columns[output.handlers.input]
                 passthrough_rows(part, inputs).createOrReplaceTempView(output.handlers.input)
 
-    def __call__(self, rows: DataFrame) -> tuple[list[DataFrame], dict[str, dict[str, int]]]:
+    def __call__(
+        self, rows: DataFrame, batch_ms: int
+    ) -> tuple[list[DataFrame], dict[str, dict[str, int]]]:
         """One DataFrame per sink, in sink order, computed from the batch's `rows`; and the
-        counts of the expectations of the views computed here (view -> rule -> rows)."""
+        counts of the expectations of the views computed here (view -> rule -> rows).
+
+        The steps' current time is the batch's timestamp `batch_ms`, as in the streaming part
+        of the query: a view and the rows its rules drop are judged at one time, and a replay
+        of the batch decides the same."""
         spark = rows.sparkSession
         if self._streaming_fails:
             # A broken FAIL UPDATE rule of the streaming part raises now, before any write.
@@ -67,16 +73,20 @@ class BatchViews:
             try:
                 if name in rejects:
                     dropped = rejected_rows(
-                        spark, step, pipeline=self.plan.pipeline.name, root=self.project_root
+                        spark,
+                        step,
+                        pipeline=self.plan.pipeline.name,
+                        root=self.project_root,
+                        batch_ms=batch_ms,
                     )
                     dropped.createOrReplaceTempView(name)
                     continue
-                spark.sql(step.sql)
+                spark.sql(step.query_sql(batch_time_ms=batch_ms)).createOrReplaceTempView(name)
                 if step.expectations:
-                    checked = batch_counts(spark, step)
+                    checked = batch_counts(spark, step, batch_ms=batch_ms)
                     if checked.get(ROWS):
                         counts[name] = checked
-                    apply_rules(spark, step, streaming=False)
+                    apply_rules(spark, step, batch_ms=batch_ms)
             except PySparkException as err:
                 raise UserError(f"{step.path}: {spark_error_line(err)}") from None
         frames = []
@@ -118,4 +128,4 @@ class BatchViews:
                 self.input_columns[output.handlers.input] = spark.table(
                     output.handlers.input
                 ).columns
-        self(spark.newSession().createDataFrame([], schema))
+        self(spark.newSession().createDataFrame([], schema), 0)

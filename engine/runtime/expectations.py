@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from engine.definitions.expectations import Expectation
-from engine.definitions.sql import SqlStep
+from engine.definitions.sql import SqlStep, pinned_condition
 from engine.errors import UserError
 
 __all__ = [
@@ -49,22 +49,23 @@ def views_of_metrics(observed: Mapping[str, object]) -> dict[str, dict[str, int]
     return found
 
 
-def _broken(rule: Expectation) -> Column:
+def _broken(rule: Expectation, batch_ms: int | None = None) -> Column:
     # A rule holds only where its condition is true: NULL breaks it.
-    return ~F.coalesce(F.expr(rule.condition).cast("boolean"), F.lit(False))
+    condition = F.expr(pinned_condition(rule.condition, batch_ms))
+    return ~F.coalesce(condition.cast("boolean"), F.lit(False))
 
 
-def _dropped(rules: tuple[Expectation, ...]) -> Column | None:
-    drops = [_broken(rule) for rule in rules if rule.action == "drop"]
+def _dropped(rules: tuple[Expectation, ...], batch_ms: int | None = None) -> Column | None:
+    drops = [_broken(rule, batch_ms) for rule in rules if rule.action == "drop"]
     return reduce(Column.__or__, drops) if drops else None
 
 
-def _counts(rules: tuple[Expectation, ...]) -> list[Column]:
-    dropped = _dropped(rules)
+def _counts(rules: tuple[Expectation, ...], batch_ms: int | None = None) -> list[Column]:
+    dropped = _dropped(rules, batch_ms)
     return [
         F.count(F.lit(1)).alias(ROWS),
         *([F.count_if(dropped).alias(DROPPED)] if dropped is not None else []),
-        *(F.count_if(_broken(rule)).alias(rule.name) for rule in rules),
+        *(F.count_if(_broken(rule, batch_ms)).alias(rule.name) for rule in rules),
     ]
 
 
@@ -74,21 +75,23 @@ def _row_json(df: DataFrame) -> Column:
     return F.to_json(row, {"ignoreNullFields": "false"})
 
 
-def apply_rules(spark: SparkSession, step: SqlStep, *, streaming: bool) -> None:
+def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = None) -> None:
     """Replace the step's view (just made from its SQL) by the rows its rules keep: a FAIL
-    UPDATE rule raises on its first broken row, DROP ROW rules filter. A `streaming` view
-    also reports its counts to the query's progress."""
+    UPDATE rule raises on its first broken row, DROP ROW rules filter. A view of the
+    streaming part (no `batch_ms`) also reports its counts to the query's progress; on a
+    batch, the rules' current time is the batch's (`batch_counts` counts there)."""
     if not step.expectations:
         return
     df = spark.table(step.name)
-    if streaming:
+    if batch_ms is None:
         df = df.observe(metric_name(step.name), *_counts(step.expectations))
     for rule in step.expectations:
         if rule.action == "fail":
             # The prefix makes the message ours when it reaches the driver (runtime/errors.py).
             said = F.concat(F.lit("UserError: " + failure(step, rule, "")), _row_json(df))
-            df = df.where(F.when(_broken(rule), F.raise_error(said)).otherwise(F.lit(True)))
-    dropped = _dropped(step.expectations)
+            broken = _broken(rule, batch_ms)
+            df = df.where(F.when(broken, F.raise_error(said)).otherwise(F.lit(True)))
+    dropped = _dropped(step.expectations, batch_ms)
     if dropped is not None:
         df = df.where(~dropped)
     spark.catalog.dropTempView(step.name)
@@ -103,27 +106,30 @@ def failure(step: SqlStep, rule: Expectation, row: str) -> str:
     )
 
 
-def batch_counts(spark: SparkSession, step: SqlStep) -> dict[str, int]:
+def batch_counts(spark: SparkSession, step: SqlStep, *, batch_ms: int) -> dict[str, int]:
     """Rows of the step's view in this batch, before its rules, and how many break each rule:
     for a view computed on the batch, which Spark's progress does not see. A broken FAIL
     UPDATE rule raises here, with a sample row, before anything is written."""
-    df = spark.sql(step.query_sql())
-    row = df.agg(*_counts(step.expectations)).first()
+    df = spark.sql(step.query_sql(batch_time_ms=batch_ms))
+    row = df.agg(*_counts(step.expectations, batch_ms)).first()
     counts = {k: int(v or 0) for k, v in row.asDict().items()} if row else {}
     for rule in step.expectations:
         if rule.action == "fail" and counts.get(rule.name):
-            sample = df.where(_broken(rule)).select(_row_json(df)).first()
+            sample = df.where(_broken(rule, batch_ms)).select(_row_json(df)).first()
             raise UserError(failure(step, rule, sample[0] if sample else "?"))
     return counts
 
 
-def rejected_rows(spark: SparkSession, step: SqlStep, *, pipeline: str, root: Path) -> DataFrame:
-    """The rows the step's DROP ROW rules drop, as quarantine rows: `raw` is the row as JSON,
-    `source` the SQL file (relative to `root`), `reason` the first rule it breaks."""
-    df = spark.sql(step.query_sql())
+def rejected_rows(
+    spark: SparkSession, step: SqlStep, *, pipeline: str, root: Path, batch_ms: int
+) -> DataFrame:
+    """The rows the step's DROP ROW rules drop in a batch, as quarantine rows: `raw` is the
+    row as JSON, `source` the SQL file (relative to `root`), `reason` the first rule it breaks.
+    The current time is the batch's, so they are the rows the view itself drops."""
+    df = spark.sql(step.query_sql(batch_time_ms=batch_ms))
     drops = [rule for rule in step.expectations if rule.action == "drop"]
     reason = F.coalesce(
-        *[F.when(_broken(rule), F.lit(f"expectation {rule.name}")) for rule in drops]
+        *[F.when(_broken(rule, batch_ms), F.lit(f"expectation {rule.name}")) for rule in drops]
     )
     try:
         where = step.path.resolve().relative_to(root.resolve())
@@ -137,6 +143,6 @@ def rejected_rows(spark: SparkSession, step: SqlStep, *, pipeline: str, root: Pa
             F.lit(str(where)).alias("source"),
             "raw",
             "reason",
-            F.current_timestamp().alias("ingested_at"),
+            F.timestamp_millis(F.lit(batch_ms)).alias("ingested_at"),
         )
     )

@@ -12,13 +12,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from engine.definitions.expectations import rejects_view
 from engine.definitions.sql import SqlError, SqlStep
 from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
-from engine.runtime.expectations import apply_rules, rejected_rows
+from engine.runtime.expectations import apply_rules
 from engine.runtime.handler_adapter import CountsParam, apply_handlers
 from engine.sources.streams import open_source
 
@@ -38,7 +37,7 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
             spark.sql(query).createOrReplaceTempView(step.name)
         else:
             spark.sql(step.sql)
-        apply_rules(spark, step, streaming=True)
+        apply_rules(spark, step)
     except (PySparkException, SqlError) as err:
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None
 
@@ -64,14 +63,7 @@ def build_views(
     skip = _after_handlers(plan)
     for name in plan.order:
         if name in plan.steps and name not in skip:
-            step = plan.steps[name]
-            _sql_view(spark, step, delay)
-            if step.drops:
-                # Read only by a query that judges the view in its streaming part.
-                dropped = rejected_rows(
-                    spark, step, pipeline=pipeline.name, root=pipeline.project.root
-                )
-                dropped.createOrReplaceTempView(rejects_view(name))
+            _sql_view(spark, plan.steps[name], delay)
 
 
 def _struct_type(df: DataFrame) -> str:

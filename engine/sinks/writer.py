@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from engine.lake.guard import record_batch, writer_id
+from engine.lake.guard import batch_time_ms, record_batch, writer_id
 from engine.sinks import BatchId, Sink
 
 __all__ = ["MultiTableWriter"]
@@ -33,11 +34,11 @@ class MultiTableWriter:
         query: str,
         sinks: Sequence[Sink],
         checkpoint: Path,
-        views: Callable[[DataFrame], tuple[list[DataFrame], dict[str, dict[str, int]]]],
+        views: Callable[[DataFrame, int], tuple[list[DataFrame], dict[str, dict[str, int]]]],
     ) -> None:
         self.pipeline = pipeline
-        #: From a batch's rows to one DataFrame per sink, and the expectation counts of the
-        #: views computed on the batch (engine/runtime/batch_views.py).
+        #: From a batch's rows and its timestamp (ms) to one DataFrame per sink, and the
+        #: expectation counts of the views computed on the batch (engine/runtime/batch_views.py).
         self.views = views
         self.query = query
         self.sinks = list(sinks)
@@ -78,7 +79,8 @@ class MultiTableWriter:
         # Every sink reads the batch's rows: compute them once.
         df.persist()
         try:
-            parts, checks = self.views(df)
+            at = batch_time_ms(self.checkpoint, batch_id)
+            parts, checks = self.views(df, at if at is not None else int(time.time() * 1000))
             order = sorted(enumerate(self.sinks), key=lambda e: e[1].order)
             filled = []
             for i, sink in order:

@@ -102,7 +102,9 @@ def parse(
     if pipeline in CHECKED:
         step = load_step(PROJECT / "sql" / pipeline / f"{CHECKED[pipeline]}.sql")
         session.sql(step.sql)
-        rejects = rejected_rows(session, step, pipeline=pipeline, root=PROJECT).collect()
+        at = int(NOW.timestamp() * 1000)
+        rejects = rejected_rows(session, step, pipeline=pipeline, root=PROJECT, batch_ms=at)
+        rejects = rejects.collect()
         assert {r.source for r in rejects} <= {f"sql/{pipeline}/{CHECKED[pipeline]}.sql"}
         dropped = {json.loads(r.raw)["raw"]: r.reason for r in rejects}
     # One partition: the rows come in the file's order.

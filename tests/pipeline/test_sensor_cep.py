@@ -207,7 +207,7 @@ def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broke
         sinks=[delta, topic],
         checkpoint=checkpoint,
         # What BatchViews gives: each sink's rows, from the batch, and no rule counts.
-        views=lambda batch: (
+        views=lambda batch, at: (
             [batch.select(*table.column_names), batch.select("key", "value")],
             {},
         ),

@@ -9,7 +9,7 @@ import pytest
 
 from engine.definitions.expectations import Expectation, ExpectationError, parse_expectations
 from engine.definitions.pipeline import Registry
-from engine.definitions.sql import SparkStreaming
+from engine.definitions.sql import SparkStreaming, pinned_condition
 from engine.errors import UserError
 from engine.plan import check_pipeline, plan_pipeline
 from tests.conftest import copy_project, edit
@@ -62,6 +62,21 @@ def test_bad_rule_lines(line, message):
         parse_expectations(f"SELECT 1\n\n{line}", SparkStreaming)
     assert str(caught.value).startswith(message)
     assert caught.value.line == 3
+
+
+@pytest.mark.parametrize(
+    ("condition", "pinned"),
+    [
+        ("t <= current_timestamp()", "t <= TIMESTAMP_MILLIS(1700000000123)"),
+        ("t <= now() + INTERVAL 1 DAY", "t <= TIMESTAMP_MILLIS(1700000000123) + INTERVAL '1' DAY"),
+        ("d = current_date", "d = TO_DATE(TIMESTAMP_MILLIS(1700000000123))"),
+        ("x > 0", "x > 0"),
+    ],
+)
+def test_the_current_time_is_pinned_to_the_batch(condition, pinned):
+    # On a batch, SQL sees the batch's timestamp, as the streaming part does.
+    assert pinned_condition(condition, 1_700_000_000_123) == pinned
+    assert pinned_condition(condition, None) == condition
 
 
 def test_a_rule_declared_twice():
@@ -124,9 +139,10 @@ def test_a_drop_below_a_stateful_step_feeding_handlers_is_refused(tmp_path):
     with pytest.raises(UserError) as caught:
         plan_pipeline(Registry(project / "pipelines").get("server_logs"))
     assert str(caught.value) == (
-        f"{path}: the rows view events drops (ON VIOLATION DROP ROW) would need a second copy "
-        "of stateful step 'log_lines' in query main; declare the rule on a view above "
-        "'log_lines', or on one that reads the handlers' rows"
+        f"{path}: the rows view events drops (ON VIOLATION DROP ROW) cannot reach quarantine in "
+        "query main: what it reads is not among the query's streaming rows (cart_updates, "
+        "events, parsed_logs, session_updates); declare the rule on a view above the stateful "
+        "step, or on one that reads the handlers' rows"
     )
 
 
@@ -137,7 +153,12 @@ def test_a_drop_below_the_handlers_is_computed_on_the_batch(tmp_path):
         path, "CREATE OR", "-- CONSTRAINT x EXPECT (amount < 1000) ON VIOLATION DROP ROW\nCREATE OR"
     )
     (query,) = plan_pipeline(Registry(project / "pipelines").get("server_logs")).queries.values()
-    assert query.batch_steps == ("purchases", "purchases__dropped")
+    assert query.batch_steps == (
+        "checked_lines__dropped",
+        "purchases",
+        "purchases__dropped",
+        "quarantine",
+    )
     assert query.drops == ("checked_lines", "purchases")
     # Its rows were events the deduplication accepted: the run's accounting leaves them out.
     assert query.drops_after_dedup == ("purchases",)

@@ -28,32 +28,27 @@ def test_server_logs_plan(pipeline):
 
 def test_one_query_reads_server_logs_once(pipeline):
     """Every table from one query: both handlers in one state-store call that also passes the
-    deduplicated events on; quarantine from the parse; the lines the expectations drop;
-    purchases computed on each batch."""
+    deduplicated events on; the parsed lines, from which the batch takes the quarantine and the
+    lines the expectations drop; purchases computed on each batch."""
     (query,) = plan_pipeline(pipeline).queries.values()
     group = StateCall("events", ("cart_updates", "session_updates"))
-    assert query.outputs == (
-        StreamOutput(handlers=group),
-        StreamOutput(view="quarantine"),
-        StreamOutput(view="checked_lines__dropped"),
-    )
-    assert query.batch_steps == ("purchases",)
+    assert query.outputs == (StreamOutput(handlers=group), StreamOutput(view="parsed_logs"))
+    assert query.batch_steps == ("checked_lines__dropped", "purchases", "quarantine")
 
 
 @pytest.mark.parametrize(
     ("name", "query", "outputs", "batch"),
     [
         # The handler's input is not read on the batch: no passthrough. The lines
-        # checked_lines' expectations drop are judged in the streaming part, in their own branch.
+        # checked_lines' expectations drop are judged again on the batch, from parsed_logs.
         (
             "server_logs",
             QuerySpec("q", {"sessions": "session_updates", "quarantine": "quarantine"}),
             (
                 StreamOutput(handlers=StateCall("events", ("session_updates",)), passthrough=False),
-                StreamOutput(view="quarantine"),
-                StreamOutput(view="checked_lines__dropped"),
+                StreamOutput(view="parsed_logs"),
             ),
-            (),
+            ("checked_lines__dropped", "quarantine"),
         ),
         # Stateless tables share one output: the latest view they all read. The readings
         # valid_readings drops are judged on the batch, right after it.
@@ -67,12 +62,8 @@ def test_one_query_reads_server_logs_once(pipeline):
         (
             "server_logs",
             QuerySpec("q", {"events": "events", "quarantine": "quarantine"}),
-            (
-                StreamOutput(view="events"),
-                StreamOutput(view="quarantine"),
-                StreamOutput(view="checked_lines__dropped"),
-            ),
-            (),
+            (StreamOutput(view="events"), StreamOutput(view="parsed_logs")),
+            ("checked_lines__dropped", "quarantine"),
         ),
     ],
 )
