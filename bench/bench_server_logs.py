@@ -19,9 +19,12 @@ Each is also timed from its first batch start to its last batch commit, read fro
 modification times of the query checkpoints' ``offsets/`` and ``commits/`` files, which leaves
 out JVM start-up, view building and shutdown. The ratios printed last are the targets.
 
-Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--workdir DIR]
-[--skip-pipeline] [--writers spark,delta-rs] [--wait-idle SECONDS] [--max-files-per-trigger N]
-[--no-flatness]``.
+Usage: ``.venv/bin/python bench/bench_server_logs.py [--events N] [--seed S] [--customers N]
+[--workdir DIR] [--skip-pipeline] [--writers spark,delta-rs] [--state-stores rocksdb,hdfs]
+[--wait-idle SECONDS] [--max-files-per-trigger N] [--no-flatness]``. ``--state-stores
+rocksdb,hdfs`` adds the pipeline with Spark's default (HDFS-backed) state store; with
+``--customers`` equal to ``--events`` nearly every event opens a session of its own, which
+measures the stores holding that many open sessions.
 """
 
 from __future__ import annotations
@@ -47,25 +50,33 @@ BASELINES = ("from_json", "parse", "session_window", "python_state")
 # --- input data -------------------------------------------------------------------------------
 
 
-def ensure_data(workdir: Path, events: int, seed: int) -> Path:
-    """The generated folder for (events, seed), generated only if not already complete."""
+def ensure_data(workdir: Path, events: int, seed: int, customers: int | None = None) -> Path:
+    """The generated folder for (events, seed, customers), generated only if not already
+    complete."""
     from devtools.generators.server_logs import generate_server_logs
 
-    folder = workdir / f"server_logs-n{events}-seed{seed}"
+    name = f"server_logs-n{events}-seed{seed}" + (f"-c{customers}" if customers else "")
+    folder = workdir / name
     # The marker is written after the generator returns, so a half-written folder is redone.
     marker = folder.with_suffix(".json")
     if marker.is_file() and folder.is_dir():
         meta = json.loads(marker.read_text())
-        if meta.get("events") == events and meta.get("seed") == seed:
+        if (meta.get("events"), meta.get("seed"), meta.get("customers")) == (
+            events,
+            seed,
+            customers,
+        ):
             print(f"reusing {folder} ({meta['summary']['files']} files)", flush=True)
             return folder
     shutil.rmtree(folder, ignore_errors=True)
     marker.unlink(missing_ok=True)
     print(f"generating {events:,} events (seed {seed}) into {folder}", flush=True)
     t0 = time.monotonic()
-    summary = generate_server_logs(folder, events=events, seed=seed, progress=True)
+    summary = generate_server_logs(
+        folder, events=events, seed=seed, customers=customers, progress=True
+    )
     print(f"generated {summary.files} files in {time.monotonic() - t0:.1f} s", flush=True)
-    meta = {"events": events, "seed": seed, "summary": summary.as_dict()}
+    meta = {"events": events, "seed": seed, "customers": customers, "summary": summary.as_dict()}
     marker.write_text(json.dumps(meta, indent=2) + "\n")
     return folder
 
@@ -82,14 +93,28 @@ def pipeline_max_files() -> int | None:
 
 
 WRITER_RUNS = {"spark": "pipeline", "delta-rs": "pipeline_delta_rs"}
+#: Spark's state store providers: the pipeline's (RocksDB) and Spark's default (HDFS-backed).
+STATE_STORES = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
 
 
 def pipeline_command(
-    data: Path, lake: Path, max_files: int | None, writer: str = "spark"
+    data: Path,
+    lake: Path,
+    max_files: int | None,
+    writer: str = "spark",
+    state_store: str | None = None,
 ) -> list[str]:
     """The runner's own command, as a user would type it."""
     args = ["run", PIPELINE, "--once", "--input", str(data), "--lake", str(lake)]
     args += ["--conf", f"lake.writer={writer}"]
+    if state_store is not None:
+        args += [
+            "--conf",
+            f"spark.sql.streaming.stateStore.providerClass={STATE_STORES[state_store]}",
+        ]
     if max_files is not None:
         args += ["--conf", f"source.maxFilesPerTrigger={max_files}"]
     return [sys.executable, "runner.py", *args]
@@ -245,6 +270,8 @@ RATIOS = (
     # No target: how far Spark's own Python state API (applyInPandasWithState, a row count per
     # customer) is from session_window, i.e. the floor of any pipeline with Python handlers.
     ("Python state floor / session_window", "python_state", "session_window", None),
+    # No target: Spark's default state store against the pipeline's RocksDB.
+    ("pipeline HDFS store / RocksDB store", "pipeline_hdfs", "pipeline", None),
 )
 
 
@@ -307,11 +334,20 @@ def flatness(costs: dict[str, list[float]], n: int = 10) -> dict[str, dict[str, 
 LABELS = {
     "pipeline": "pipeline",
     "pipeline_delta_rs": "pipeline, delta-rs writer",
+    "pipeline_hdfs": "pipeline, HDFS state store",
     "from_json": "plain from_json",
     "parse": "pipeline parse",
     "session_window": "native session_window",
     "python_state": "Python state floor",
 }
+
+
+def most_state_rows(lake: Path) -> int | None:
+    """The most state rows the pipeline held after any batch, from the lake's event log."""
+    from engine.lake.event_log import EventLog
+
+    rows = [r for r in EventLog(lake).read().column("state_rows").to_pylist() if r is not None]
+    return max(rows, default=None)
 
 
 def print_figures(data: dict[str, Any], settings: str) -> None:
@@ -339,6 +375,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events to generate")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument(
+        "--customers",
+        type=int,
+        help="customers in the generated logs (default events/100); --customers equal to "
+        "--events holds about as many open sessions as events",
+    )
+    parser.add_argument(
+        "--state-stores",
+        default="rocksdb",
+        help="pipeline runs (Spark writer) by state store: rocksdb (the pipeline's), hdfs "
+        "(Spark's default), or both, e.g. rocksdb,hdfs (default rocksdb)",
+    )
     parser.add_argument(
         "--workdir",
         type=Path,
@@ -388,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.workdir.resolve()
     runs_dir = workdir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    data = ensure_data(workdir, args.events, args.seed)
+    data = ensure_data(workdir, args.events, args.seed, args.customers)
     files = sum(1 for f in data.iterdir() if f.name.endswith(".json"))
     max_files = args.max_files_per_trigger
     settings = (
@@ -402,6 +450,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         lake = runs_dir / f"{key}-lake"
         shutil.rmtree(lake, ignore_errors=True)
         command = pipeline_command(data, lake, max_files, writer)
+        runs[key] = measure(
+            key, command, runs_dir / f"{key}.log", lake / "_checkpoints", wait_idle_s=args.wait_idle
+        )
+    stores = [] if args.skip_pipeline else args.state_stores.split(",")
+    for store in (s for s in stores if s != "rocksdb"):  # rocksdb: the runs above
+        key = f"pipeline_{store}"
+        lake = runs_dir / f"{key}-lake"
+        shutil.rmtree(lake, ignore_errors=True)
+        command = pipeline_command(data, lake, max_files, "spark", store)
         runs[key] = measure(
             key, command, runs_dir / f"{key}.log", lake / "_checkpoints", wait_idle_s=args.wait_idle
         )
@@ -428,9 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tables": flatness(costs),
             "costs": costs,
         }
-    for key in WRITER_RUNS.values():
+    for key in [*WRITER_RUNS.values(), "pipeline_hdfs"]:
         if key in runs:
-            print(f"\n{LABELS[key]} report:")
+            held = most_state_rows(runs_dir / f"{key}-lake")
+            held_text = f"{held:,}" if held is not None else "-"
+            print(f"\n{LABELS[key]} report (most state rows after a batch: {held_text}):")
             for line in runs[key].report:
                 print(f"  {line}")
     result = figures(args.events, runs)
