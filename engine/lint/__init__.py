@@ -406,13 +406,32 @@ def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:
     return findings
 
 
+#: The current time, which a batch sees as its streaming part does (pin_batch_time).
+_PINNED_TIME = frozenset({"current_timestamp", "now", "current_date"})
+
+
 def check_expectations(
     steps: Sequence[SqlStep], views: Mapping[str, list[str] | None]
 ) -> list[Finding]:
     """Unknown columns in the conditions of expectations: a condition reads its own view's
-    columns (or a lambda's variables, or fields of those)."""
+    columns (or a lambda's variables, or fields of those). A DROP ROW rule must be
+    deterministic: the view and the rows it drops are judged apart, and must agree."""
     findings: list[Finding] = []
     for step in steps:
+        for rule in step.expectations:
+            if rule.action != "drop":
+                continue
+            condition = sqlglot.parse_one(rule.condition, read=SparkStreaming)
+            for func in condition.find_all(exp.Func):
+                name = _function_name(func)
+                if name in NONDETERMINISTIC - _PINNED_TIME:
+                    message = (
+                        f"expectation {rule.name}: non-deterministic {name}() in a DROP ROW rule; "
+                        "the rows the view drops and those sent to quarantine could differ"
+                    )
+                    findings.append(
+                        Finding(step.path, rule.line, None, "nondeterministic-rule", message)
+                    )
         columns = views.get(step.name)
         if not step.expectations or columns is None:
             continue

@@ -235,6 +235,15 @@ CASES += [
         " [expectation]",
         id="expectation-on-stateful-view",
     ),
+    pytest.param(
+        "sql/sensor_cep/valid_readings.sql",
+        "(NOT isnan(sensor_freq)",
+        "(rand() < 0.99 AND NOT isnan(sensor_freq)",
+        "sql/sensor_cep/valid_readings.sql:11: error: expectation finite_sensor_freq:"
+        " non-deterministic rand() in a DROP ROW rule; the rows the view drops and those sent to"
+        " quarantine could differ [nondeterministic-rule]",
+        id="expectation-nondeterministic",
+    ),
 ]
 
 
