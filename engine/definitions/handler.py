@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 __all__ = [
+    "STATE_BUCKETS",
     "Columns",
     "StateHandler",
     "Step",
@@ -23,6 +24,10 @@ __all__ = [
 ]
 
 TimeoutMode = Literal["none", "event_time", "processing_time"]
+#: Handler state is kept by bucket of keys (a hash of the key), not per key: Spark's Python
+#: state API costs milliseconds per group and batch. Enough buckets to spread over a cluster's
+#: cores, few enough that a batch makes few calls. A checkpoint is bound to this number.
+STATE_BUCKETS = 64
 StateT = TypeVar("StateT")
 #: A key's events of one batch, column-wise: name -> values (all the same length), plain Python
 #: values, timestamps as int microseconds since the epoch (None for NULL).

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from engine.definitions.handler import StateHandler
+from engine.definitions.handler import STATE_BUCKETS, StateHandler
 from engine.definitions.sql import SparkStreaming, SqlStep
 from engine.definitions.tables import TableDef
 from engine.lake.guard import write_json
@@ -77,7 +77,11 @@ def query_fingerprint(
             pieces, file = _step_state(steps[name]), str(steps[name].path)
         elif name in handlers:
             handler = handlers[name]
-            pieces = [("handler key", list(handler.key)), ("handler state", [handler.state_schema])]
+            pieces = [
+                ("handler key", list(handler.key)),
+                ("handler state", [handler.state_schema]),
+                ("handler state layout", [f"keys in {STATE_BUCKETS} buckets"]),
+            ]
             file = _handler_file(handler)
         else:
             continue

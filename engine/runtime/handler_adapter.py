@@ -1,19 +1,26 @@
 """Runs `engine.definitions.handler.StateHandler`s in Spark: every handler of one key in a single
 applyInPandasWithState call, fed columns (lists of plain values) rather than rows.
 
+Spark's Python state API costs milliseconds per group and batch whatever the group holds, so
+groups are not keys but `STATE_BUCKETS` buckets of keys (a hash of the key): one call takes all the
+keys of a bucket, converts their columns once, and runs each key's handlers in a loop. A
+bucket's state is one row: its keys' handler states, pickled as plain tuples, and the earliest
+timer among them, which is the bucket's timeout.
+
 Output of `apply_handlers`, one flat row type: `_emit` names the handler a row comes from (""
 for a passthrough row), then the passthrough columns, then `<handler>__<column>` for each
 column of each handler's `output_schema`; a row's columns of other kinds are NULL.
-State, one row per key: per handler its `state_schema` fields as `<handler>__<field>`, then
-`<handler>__present` and `<handler>__timer` (its own timer, ms since the epoch). The key's
-timeout is the earliest timer; only handlers whose timer is due expire. Every handler sees
-every row of its key; one whose `update` changes nothing (equal state, no rows) is taken as
-not concerned: its timer stays, and it expires at once if that timer is due, as it would
-have with an operator of its own.
+Per key, each handler has its state (a `state_schema` tuple) and its own timer (ms since the
+epoch); only handlers whose timer is due expire. Every handler sees every row of its key; one
+whose `update` changes nothing (equal state, no rows) is taken as not concerned: its timer
+stays, and it expires at once if that timer is due, as it would have with an operator of its
+own. A key without rows in a batch expires in that batch when a timer of it is due, as Spark
+would have timed it out had it been a group of its own.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
-    BooleanType,
+    BinaryType,
     DataType,
     LongType,
     StringType,
@@ -36,10 +43,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.definitions.handler import StateHandler, Step, TimeoutMode
+from engine.definitions.handler import STATE_BUCKETS, StateHandler, Step, TimeoutMode
 
 __all__ = [
     "EMIT",
+    "STATE_TYPE",
     "CountsParam",
     "HandlerGroup",
     "apply_handler",
@@ -53,6 +61,11 @@ __all__ = [
 
 #: The output column naming a row's handler; "" for a passthrough row.
 EMIT = "_emit"
+#: A bucket's state row: its keys' handler states (pickled plain tuples), the earliest timer.
+STATE_TYPE = StructType(
+    [StructField("keys", BinaryType(), False), StructField("due", LongType(), True)]
+)
+_BUCKET = "_bucket"
 
 _TIMEOUTS = {
     "none": GroupStateTimeout.NoTimeout,
@@ -120,15 +133,14 @@ def _objects(values: pd.Series, zone: str | None, is_time: bool) -> np.ndarray:
     return values.astype(object).to_numpy()
 
 
-class _Batch:
-    """A key's input rows; each column is converted once and shared by the handlers."""
+class _Columns:
+    """A bucket's input rows; each column is converted once and shared by its keys."""
 
     def __init__(self, frame: pd.DataFrame, zones: Mapping[str, str | None]) -> None:
         self.frame = frame
         self.zones = zones  # timestamp column -> the zone of its naive values (None: UTC)
         self._arrays: dict[str, np.ndarray] = {}
         self._nat: dict[str, np.ndarray | None] = {}
-        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
 
     def array(self, name: str) -> np.ndarray:
         found = self._arrays.get(name)
@@ -143,10 +155,44 @@ class _Batch:
             self._arrays[name] = found
         return found
 
+    def nat(self, name: str) -> np.ndarray | None:
+        self.array(name)
+        return self._nat.get(name)
+
+    def keys(self, names: Sequence[str]) -> Iterator[tuple[tuple[Any, ...], _Rows]]:
+        """Each key of the rows (NULL as None) with its rows, in the order they came."""
+        codes, uniques = [], []
+        for name in names:
+            code, unique = pd.factorize(self.frame[name], use_na_sentinel=False)
+            codes.append(code)
+            uniques.append([None if pd.isna(v) else v for v in unique.tolist()])
+        if len(codes) == 1:
+            group = codes[0]
+            firsts = np.arange(len(uniques[0]))[:, None]
+        else:
+            firsts, group = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+            group = group.reshape(-1)
+        order = np.argsort(group, kind="stable")
+        ends = np.cumsum(np.bincount(group, minlength=len(firsts))).tolist()
+        start = 0
+        for g, end in enumerate(ends):
+            key = tuple(uniques[c][firsts[g][c]] for c in range(len(names)))
+            yield key, _Rows(self, order[start:end])
+            start = end
+
+
+class _Rows:
+    """One key's rows of a bucket's `_Columns`."""
+
+    def __init__(self, columns: _Columns, at: np.ndarray) -> None:
+        self.columns = columns
+        self.at = at  # positions in the bucket's rows
+        self._orders: dict[tuple[str, ...], np.ndarray | None] = {}
+
     def _sort_key(self, name: str) -> np.ndarray:
-        values = self.array(name)
-        nat = self._nat.get(name)
-        return values if nat is None else np.where(nat, _LAST, values)  # NaT last, as pandas
+        values = self.columns.array(name)[self.at]
+        nat = self.columns.nat(name)
+        return values if nat is None else np.where(nat[self.at], _LAST, values)  # NaT last
 
     def order(self, by: tuple[str, ...]) -> np.ndarray | None:
         if by not in self._orders:
@@ -156,16 +202,13 @@ class _Batch:
     def events(self, handler: StateHandler) -> dict[str, list[Any]]:
         """The handler's columns as lists of plain values, in its `order_by` order."""
         order = self.order(tuple(handler.order_by))
+        at = self.at if order is None else self.at[order]
         out: dict[str, list[Any]] = {}
         for name in handler.columns:
-            values = self.array(name)
-            nat = self._nat.get(name)
-            if order is not None:
-                values = values[order]
-                nat = None if nat is None else nat[order]
-            column = values.tolist()
+            column = self.columns.array(name)[at].tolist()
+            nat = self.columns.nat(name)
             if nat is not None:
-                for i in np.flatnonzero(nat).tolist():
+                for i in np.flatnonzero(nat[at]).tolist():
                     column[i] = None
             out[name] = column
         return out
@@ -194,7 +237,6 @@ class _Slot:
     handler: StateHandler
     mode: TimeoutMode
     timeout_ms: int | None  # processing-time duration
-    width: int  # fields of its state row
     outputs: int  # columns of its output rows
 
 
@@ -202,8 +244,16 @@ def _is_time(data_type: DataType) -> bool:
     return isinstance(data_type, TimestampType | TimestampNTZType)
 
 
+#: A handler's state object and timer (ms since the epoch) for one key.
+_Held = tuple[Any, int | None]
+
+
+def _is_due(rows: Sequence[tuple[Any, int | None]], now: int) -> bool:
+    return any(timer is not None and timer < now for _, timer in rows)  # Spark's test: <
+
+
 class HandlerGroup:
-    """The per-key function `apply_handlers` gives Spark: plain Python over pandas and a
+    """The per-bucket function `apply_handlers` gives Spark: plain Python over pandas and a
     GroupState, so it is testable without Spark. Schemas are given parsed (StructType)."""
 
     def __init__(
@@ -211,7 +261,6 @@ class HandlerGroup:
         handlers: Mapping[str, StateHandler],
         *,
         input_schema: StructType,
-        state_schemas: Mapping[str, StructType],
         output_schemas: Mapping[str, StructType],
         passthrough: Sequence[str] = (),
         time_zone: str = "UTC",
@@ -236,7 +285,6 @@ class HandlerGroup:
                     if h.timeout_mode != "processing_time" or h.timeout is None
                     else int(h.timeout.total_seconds() * 1000)
                 ),
-                width=len(state_schemas[name].fields),
                 outputs=len(output_schemas[name].fields),
             )
             for name, h in handlers.items()
@@ -263,113 +311,131 @@ class HandlerGroup:
                 ),
             ]
         )
-        self.state_type = StructType(
-            [
-                field
-                for name, schema in state_schemas.items()
-                for field in (
-                    *(StructField(f"{name}__{f.name}", f.dataType, True) for f in schema.fields),
-                    StructField(f"{name}__present", BooleanType(), True),
-                    StructField(f"{name}__timer", LongType(), True),
-                )
-            ]
-        )
-        for names, what in ((self.output_type.names, "output"), (self.state_type.names, "state")):
-            clashes = sorted({n for n in names if names.count(n) > 1})
-            if clashes:
-                raise ValueError(f"{what} column names clash: {clashes}")
+        self.state_type = STATE_TYPE
+        names = self.output_type.names
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:
+            raise ValueError(f"output column names clash: {clashes}")
 
-    # Spark calls this once per key and batch (or per timed-out key).
+    # Spark calls this once per bucket and batch (or per timed-out bucket).
     def __call__(
-        self, key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+        self, bucket: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        held = self._load(state)
+        stored, due = self.stored(state.get if state.exists else None)
+        held: dict[tuple[Any, ...], list[_Held]] = {}
         emitted: dict[int, list[tuple[Any, ...]]] = {}
+        counts: list[Counter[str]] = [Counter() for _ in self.slots]
+        now = self._now(state)
         batch = None
-        if state.hasTimedOut:
-            now = self._now(state)
-            for i, slot in enumerate(self.slots):
-                obj, timer = held[i]
-                if obj is not None and timer is not None and timer < now:  # Spark's test: <
-                    held[i] = self._apply(i, slot.handler.expire(key, obj), state, emitted)
-        else:
+        if not state.hasTimedOut:
             chunks = list(frames)
             batch = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
-            rows = _Batch(batch, self._zones)
-            for i, slot in enumerate(self.slots):
-                obj, timer = held[i]
-                step = slot.handler.update(key, obj, rows.events(slot.handler))
-                if step.outputs or (step.state is not obj and step.state != obj):
-                    held[i] = self._apply(i, step, state, emitted)
-                    continue
-                self._count(i, step)
-                # Nothing for this handler in these rows: as if its own operator had not seen
-                # the key, its timer stays, and fires now if due (Spark would time it out now).
-                if obj is not None and timer is not None and timer < self._now(state):
-                    held[i] = self._apply(i, slot.handler.expire(key, obj), state, emitted)
-        self._store(state, held)
+            for key, rows in _Columns(batch, self._zones).keys(self.key):
+                entries = held[key] = self._entries(stored.pop(key, None))
+                for i, slot in enumerate(self.slots):
+                    obj, timer = entries[i]
+                    step = slot.handler.update(key, obj, rows.events(slot.handler))
+                    if step.outputs or (step.state is not obj and step.state != obj):
+                        entries[i] = self._apply(i, step, now, emitted, counts)
+                        continue
+                    counts[i].update(step.counts)
+                    # Nothing for this handler in these rows: as if its own operator had not
+                    # seen the key, its timer stays, and fires now if due.
+                    if obj is not None and timer is not None and timer < now:  # Spark's test: <
+                        step = slot.handler.expire(key, obj)
+                        entries[i] = self._apply(i, step, now, emitted, counts)
+        if due is not None and due < now:
+            # Keys without rows whose timer is due: Spark would have timed them out now.
+            for key in [k for k, rows in stored.items() if _is_due(rows, now)]:
+                entries = held[key] = self._entries(stored.pop(key))
+                for i, slot in enumerate(self.slots):
+                    obj, timer = entries[i]
+                    if obj is not None and timer is not None and timer < now:
+                        step = slot.handler.expire(key, obj)
+                        entries[i] = self._apply(i, step, now, emitted, counts)
+        for i, slot in enumerate(self.slots):
+            accumulator = self.counts.get(slot.name)
+            if accumulator is not None and counts[i]:
+                accumulator.add(counts[i])
+        self._store(state, stored, held)
         frame = self._frame(batch, emitted)
         if frame is not None:
             yield frame
 
     def _now(self, state: GroupState) -> int:
+        """The time timers are compared with: the watermark, the batch's clock, or none."""
         if self.mode == "event_time":
             return state.getCurrentWatermarkMs()
-        return state.getCurrentProcessingTimeMs()
+        if self.mode == "processing_time":
+            return state.getCurrentProcessingTimeMs()
+        return 0
 
-    def _count(self, i: int, step: Step) -> None:
-        accumulator = self.counts.get(self.slots[i].name)
-        if accumulator is not None and step.counts:
-            accumulator.add(Counter(step.counts))
+    def _entries(self, rows: Sequence[tuple[Any, int | None]] | None) -> list[_Held]:
+        """A key's stored (state row, timer) per handler as (state object, timer)."""
+        if rows is None:
+            return [(None, None)] * len(self.slots)
+        return [
+            (None, None) if row is None else (slot.handler.state_from_row(row), timer)
+            for slot, (row, timer) in zip(self.slots, rows, strict=True)
+        ]
 
     def _apply(
-        self, i: int, step: Step, state: GroupState, emitted: dict[int, list[tuple[Any, ...]]]
-    ) -> tuple[Any, int | None]:
+        self,
+        i: int,
+        step: Step,
+        now: int,
+        emitted: dict[int, list[tuple[Any, ...]]],
+        counts: list[Counter[str]],
+    ) -> _Held:
         """Record the step's rows and counts; the handler's new (state, timer ms)."""
-        self._count(i, step)
+        counts[i].update(step.counts)
         if step.outputs:
-            emitted.setdefault(i, []).extend(step.outputs)
+            rows = emitted.setdefault(i, [])
+            rows.extend(step.outputs)
         slot = self.slots[i]
         if step.state is None:
             return None, None
         if slot.mode == "event_time" and step.timer_us is not None:
             # Spark refuses a timer behind the watermark; such a timer is due now anyway.
-            return step.state, max(step.timer_us // 1000, state.getCurrentWatermarkMs() + 1)
+            return step.state, max(step.timer_us // 1000, now + 1)
         if slot.mode == "processing_time" and slot.timeout_ms is not None:
-            return step.state, state.getCurrentProcessingTimeMs() + slot.timeout_ms
+            return step.state, now + slot.timeout_ms
         return step.state, None
 
-    def _load(self, state: GroupState) -> list[tuple[Any, int | None]]:
-        if not state.exists:
-            return [(None, None)] * len(self.slots)
-        row, at, held = state.get, 0, []
-        for slot in self.slots:
-            present, timer = row[at + slot.width], row[at + slot.width + 1]
-            fields = row[at : at + slot.width]
-            held.append((slot.handler.state_from_row(fields), timer) if present else (None, None))
-            at += slot.width + 2
-        return held
+    def stored(self, row: Sequence[Any] | None) -> tuple[dict[tuple[Any, ...], Any], int | None]:
+        """A bucket's state row read back: key -> per handler (state row or None, timer ms),
+        and the earliest timer."""
+        if row is None:
+            return {}, None
+        return pickle.loads(row[0]), row[1]
 
-    def _store(self, state: GroupState, held: Sequence[tuple[Any, int | None]]) -> None:
-        if all(obj is None for obj, _ in held):
+    def _store(
+        self,
+        state: GroupState,
+        stored: dict[tuple[Any, ...], Any],
+        held: Mapping[tuple[Any, ...], Sequence[_Held]],
+    ) -> None:
+        """Keys left untouched stay as read; touched keys are stored again, or dropped when no
+        handler keeps state for them."""
+        for key, entries in held.items():
+            if any(obj is not None for obj, _ in entries):
+                stored[key] = tuple(
+                    (None, None) if obj is None else (slot.handler.state_to_row(obj), timer)
+                    for slot, (obj, timer) in zip(self.slots, entries, strict=True)
+                )
+        if not stored:
             state.remove()
             return
-        row: list[Any] = []
-        for slot, (obj, timer) in zip(self.slots, held, strict=True):
-            if obj is None:
-                row.extend([None] * slot.width + [False, None])
-            else:
-                row.extend(slot.handler.state_to_row(obj))
-                row.extend((True, timer))
-        state.update(tuple(row))
-        timers = [timer for obj, timer in held if obj is not None and timer is not None]
-        if not timers:
+        timers = [t for rows in stored.values() for _, t in rows if t is not None]
+        due = min(timers) if timers else None
+        state.update((pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL), due))
+        if due is None:
             return
-        # The group's timeout is its earliest handler timer; the others wait in the state.
+        # The bucket's timeout is its earliest timer; the others wait in the state.
         if self.mode == "event_time":
-            state.setTimeoutTimestamp(min(timers))
+            state.setTimeoutTimestamp(due)
         elif self.mode == "processing_time":
-            state.setTimeoutDuration(max(1, min(timers) - state.getCurrentProcessingTimeMs()))
+            state.setTimeoutDuration(max(1, due - state.getCurrentProcessingTimeMs()))
 
     def _frame(
         self, batch: pd.DataFrame | None, emitted: Mapping[int, list[tuple[Any, ...]]]
@@ -426,12 +492,14 @@ def apply_handlers(
     passthrough: Sequence[str] = (),
     counts: Mapping[str, Accumulator] | None = None,
 ) -> DataFrame:
-    """Run the handlers (one key) over `df` in one applyInPandasWithState, with every input
-    row's `passthrough` columns; layout in the module doc; `counts`: name -> CountsParam."""
+    """Run the handlers (one key) over `df` in one applyInPandasWithState by bucket of keys,
+    with every input row's `passthrough` columns; layout in the module doc; `counts`: name ->
+    CountsParam."""
+    for h in handlers.values():
+        _struct(h.state_schema)  # a bad DDL is refused here, as the fingerprint records it
     group = HandlerGroup(
         handlers,
         input_schema=df.schema,
-        state_schemas={name: _struct(h.state_schema) for name, h in handlers.items()},
         output_schemas={name: _struct(h.output_schema) for name, h in handlers.items()},
         passthrough=passthrough,
         time_zone=df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
@@ -439,14 +507,15 @@ def apply_handlers(
     )
 
     def run(
-        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+        bucket: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        return group(key, frames, state)
+        return group(bucket, frames, state)
 
     # Only the columns someone reads cross to Python: Arrow conversion is most of the cost.
+    bucket = F.pmod(F.xxhash64(*group.key), F.lit(STATE_BUCKETS)).alias(_BUCKET)
     return (
-        df.select(*group.input_columns)
-        .groupBy(*group.key)
+        df.select(bucket, *group.input_columns)
+        .groupBy(_BUCKET)
         .applyInPandasWithState(
             run,
             outputStructType=group.output_type,

@@ -29,6 +29,7 @@ from pyspark.sql.types import (
 from engine.definitions.handler import StateHandler, Step
 from engine.runtime.handler_adapter import (
     EMIT,
+    STATE_TYPE,
     HandlerGroup,
     group_timeout_mode,
     micros,
@@ -58,14 +59,6 @@ def struct(*fields: tuple[str, Any]) -> StructType:
     return StructType([StructField(name, kind) for name, kind in fields])
 
 
-STATES = {
-    SessionHandler: struct(
-        ("session_start_us", LongType()),
-        ("last_event_us", LongType()),
-        ("total_events", LongType()),
-    ),
-    CartHandler: struct(("products_json", StringType()), ("updated_us", LongType())),
-}
 PRODUCT = struct(("product_id", StringType()), ("price", DoubleType()))
 OUTPUTS = {
     SessionHandler: struct(
@@ -95,19 +88,18 @@ def group(handlers: dict[str, StateHandler], **kwargs: Any) -> HandlerGroup:
     return HandlerGroup(
         handlers,
         input_schema=EVENTS,
-        state_schemas={n: schema_of(STATES, h) for n, h in handlers.items()},
         output_schemas={n: schema_of(OUTPUTS, h) for n, h in handlers.items()},
         **kwargs,
     )
 
 
-def events(*rows: tuple) -> pd.DataFrame:
-    """Rows (seconds after T0, event_type, item_index, product, price, logged_out) as Spark
-    hands them to pandas: naive datetime64[ns] times, object strings."""
+def events(*rows: tuple, customer: str | None = "c1") -> pd.DataFrame:
+    """Rows (seconds after T0, event_type, item_index, product, price, logged_out) of one
+    customer as Spark hands them to pandas: naive datetime64[ns] times, object strings."""
     frame = pd.DataFrame(
         rows, columns=["seconds", "event_type", "item_index", "product_id", "price", "logged_out"]
     )
-    frame.insert(0, "customer_id", "c1")
+    frame.insert(0, "customer_id", customer)
     frame.insert(
         1, "event_time", pd.to_datetime(T0_US + frame.pop("seconds") * 1_000_000, unit="us")
     )
@@ -118,7 +110,8 @@ def events(*rows: tuple) -> pd.DataFrame:
 
 
 class Run:
-    """Calls a group the way Spark does: a fresh GroupState per call, holding the stored row."""
+    """Calls a group the way Spark does for one bucket: a fresh GroupState per call, holding
+    the stored row."""
 
     def __init__(self, group: HandlerGroup) -> None:
         self.group = group
@@ -154,10 +147,16 @@ class Run:
         )
         chunks = [] if frame is None else frame if isinstance(frame, list) else [frame]
         frames: Iterator[pd.DataFrame] = iter(chunks)
-        out = list(self.group(("c1",), frames, state))
+        out = list(self.group((7,), frames, state))
         self.value = tuple(state._value) if state.exists else None
         self.timeout = state._timeout_timestamp
         return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+    def held(self, key: str = "c1") -> list[tuple[bool, int | None]]:
+        """Per handler of the key: whether it keeps state, and its timer."""
+        stored, _ = self.group.stored(self.value)
+        rows = stored.get((key,), [(None, None)] * len(self.group.slots))
+        return [(row is not None, timer) for row, timer in rows]
 
 
 def rows_of(out: pd.DataFrame, name: str, schema: StructType) -> list[tuple]:
@@ -243,17 +242,7 @@ def test_layout_of_output_state_and_input():
     assert g.output_type.names[:3] == [EMIT, "event_time", "price"]
     assert g.output_type.names[3:5] == ["s__customer_id", "s__session_start"]
     assert g.output_type.names[-1] == "c__updated_at"
-    assert g.state_type.names == [
-        "s__session_start_us",
-        "s__last_event_us",
-        "s__total_events",
-        "s__present",
-        "s__timer",
-        "c__products_json",
-        "c__updated_us",
-        "c__present",
-        "c__timer",
-    ]
+    assert g.state_type == STATE_TYPE
     # Key, the handlers' columns, passthrough: each once.
     assert g.input_columns == (
         "customer_id",
@@ -364,14 +353,13 @@ def test_each_handler_keeps_its_own_timer_and_only_due_ones_expire():
     run(events((0, "add_to_cart", 0, "a", 1.0, False)))
     session_timer = (T0_US + 5 * MIN_US) // 1000
     cart_timer = (T0_US + 60 * MIN_US) // 1000
-    assert run.value[3:5] == (True, session_timer)
-    assert run.value[7:9] == (True, cart_timer)
+    assert run.held() == [(True, session_timer), (True, cart_timer)]
     assert run.timeout == session_timer  # the earliest
     # The watermark passes the session's timer only: the session closes, the cart stays.
     out = run(timed_out=True, watermark_ms=session_timer + 1)
     assert out[EMIT].tolist() == ["s"]
     assert out.iloc[0]["s__end_reason"] == "timeout"
-    assert run.value[3] is False and run.value[7:9] == (True, cart_timer)
+    assert run.held() == [(False, None), (True, cart_timer)]
     assert run.timeout == cart_timer
     # Spark times a key out when its timer is behind the watermark, not at it.
     assert run(timed_out=True, watermark_ms=cart_timer).empty
@@ -385,23 +373,23 @@ def test_a_timer_behind_the_watermark_is_set_just_after_it():
     run = Run(group({"s": SessionHandler()}))
     watermark = (T0_US + 10 * MIN_US) // 1000
     run(events((0, "add_to_cart", 0, "a", 1.0, False)), watermark_ms=watermark)
-    assert run.value[4] == watermark + 1
+    assert run.held() == [(True, watermark + 1)]
     assert run.timeout == watermark + 1
 
 
 def test_rows_a_handler_ignores_leave_its_timer_and_it_expires_when_due():
     run = Run(group({"s": SessionHandler(), "c": CartHandler({"cart_ttl": "1 minute"})}))
     run(events((0, "add_to_cart", 0, "a", 1.0, False)))
-    cart_timer = run.value[8]
+    cart_timer = run.held()[1][1]
     # Product views only: the cart's timer is not moved...
     run(events((20, "product_view", 0, "b", 1.0, False)), watermark_ms=cart_timer - 5)
-    assert run.value[8] == cart_timer
+    assert run.held()[1] == (True, cart_timer)
     # ... and once due, the cart empties in a batch that has only views for it, as it would
     # without them (its own operator would not have seen the key and timed it out).
     out = run(events((200, "product_view", 0, "b", 1.0, False)), watermark_ms=cart_timer + 1)
     assert out[EMIT].tolist() == ["s", "c"]
     assert out.iloc[1]["c__total_items"] == 0
-    assert run.value[7] is False
+    assert run.held()[1] == (False, None)
 
 
 def test_processing_time_timers():
@@ -409,10 +397,10 @@ def test_processing_time_timers():
     run = Run(group({"s": wall, "c": CartHandler()}))
     run(events((0, "add_to_cart", 0, "a", 1.0, False)), now_ms=1_000)
     assert run.timeout == 1_000 + 90_000
-    assert run.value[4] == 91_000 and run.value[8] is None
+    assert run.held() == [(True, 91_000), (True, None)]
     out = run(timed_out=True, now_ms=91_001)
     assert out[EMIT].tolist() == ["s"]
-    assert run.value[3] is False and run.value[7] is True
+    assert run.held() == [(False, None), (True, None)]
 
 
 # --- counts and errors ---------------------------------------------------------------------------
@@ -443,7 +431,6 @@ def counting_group(handler: StateHandler, counts: dict) -> HandlerGroup:
     return HandlerGroup(
         {"n": handler},
         input_schema=EVENTS,
-        state_schemas={"n": struct(("n", LongType()))},
         output_schemas={"n": struct(("n", LongType()))},
         counts=counts,
     )
@@ -463,3 +450,71 @@ def test_a_row_of_the_wrong_width_is_refused():
 
     with pytest.raises(ValueError, match="row of 2 values"):
         Run(counting_group(Wide(), {}))(BATCH_1)
+
+
+# --- buckets of keys -----------------------------------------------------------------------------
+
+
+def test_each_key_of_a_bucket_runs_as_if_alone():
+    both = {"s": SessionHandler(), "c": CartHandler()}
+    mixed = pd.concat(
+        [
+            BATCH_1,
+            events((5, "add_to_cart", 0, "9", 3.0, False), customer="c2"),
+            events((7, "add_to_cart", 0, "8", 4.0, True), customer=None),
+        ],
+        ignore_index=True,
+    ).sample(frac=1, random_state=3)  # keys interleaved, as Spark hands a bucket
+    out = Run(group(both))(mixed)
+    for customer in ("c1", "c2", None):
+        rows = mixed[
+            mixed["customer_id"].isna() if customer is None else mixed["customer_id"] == customer
+        ]
+        alone = Run(group(both))(rows)
+        for name, handler in (("s", SessionHandler), ("c", CartHandler)):
+            schema = OUTPUTS[handler]
+            key_rows = [r for r in rows_of(out, name, schema) if r[0] == customer]
+            assert key_rows == rows_of(alone, name, schema)
+            assert key_rows  # each key emitted
+    assert sorted(out[EMIT].tolist()) == ["c", "c", "c", "s", "s", "s"]
+
+
+def test_a_key_without_rows_expires_when_another_key_brings_the_bucket():
+    run = Run(group({"s": SessionHandler()}))
+    run(events((0, "add_to_cart", 0, "a", 1.0, False)))
+    timer = run.held()[0][1]
+    out = run(
+        events((400, "product_view", 0, "b", 1.0, False), customer="c2"), watermark_ms=timer + 1
+    )
+    closed = [r for r in rows_of(out, "s", OUTPUTS[SessionHandler]) if r[0] == "c1"]
+    assert [r[5] for r in closed] == ["timeout"]
+    assert run.held("c1") == [(False, None)]
+    assert run.held("c2")[0][0] is True
+
+
+def test_a_timed_out_bucket_expires_only_its_due_keys():
+    run = Run(group({"s": SessionHandler()}))
+    first = events((0, "add_to_cart", 0, "a", 1.0, False))
+    later = events((200, "add_to_cart", 0, "b", 1.0, False), customer="c2")
+    run(pd.concat([first, later], ignore_index=True))
+    c1_timer, c2_timer = run.held("c1")[0][1], run.held("c2")[0][1]
+    assert run.timeout == c1_timer < c2_timer
+    out = run(timed_out=True, watermark_ms=c1_timer + 1)
+    assert out[EMIT].tolist() == ["s"] and out.iloc[0]["s__customer_id"] == "c1"
+    assert run.held("c1") == [(False, None)] and run.held("c2") == [(True, c2_timer)]
+    assert run.timeout == c2_timer
+    run(timed_out=True, watermark_ms=c2_timer + 1)
+    assert run.value is None  # no key left: the bucket's state is removed
+
+
+class PerItem(Counting):
+    key = ("customer_id", "item_index")
+
+    def update(self, key: tuple[Any, ...], state: int | None, events: Any) -> Step[int]:
+        return Step(state=None, outputs=[(len(events["price"]) * 10 + key[1],)])
+
+
+def test_a_key_of_two_columns():
+    out = Run(counting_group(PerItem(), {}))(BATCH_1)
+    # (c1, 0): five rows; (c1, 1): one row.
+    assert sorted(out["n__n"].tolist()) == [11, 50]
