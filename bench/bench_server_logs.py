@@ -50,34 +50,38 @@ BASELINES = ("from_json", "parse", "session_window", "python_state")
 # --- input data -------------------------------------------------------------------------------
 
 
-def ensure_data(workdir: Path, events: int, seed: int, customers: int | None = None) -> Path:
-    """The generated folder for (events, seed, customers), generated only if not already
-    complete."""
+def ensure_data(
+    workdir: Path,
+    events: int,
+    seed: int,
+    customers: int | None = None,
+    ramp_up: int | None = None,
+) -> Path:
+    """The generated folder for (events, seed, customers, ramp-up), generated only if not
+    already complete."""
     from devtools.generators.server_logs import generate_server_logs
 
     name = f"server_logs-n{events}-seed{seed}" + (f"-c{customers}" if customers else "")
+    name += f"-r{ramp_up}" if ramp_up is not None else ""
     folder = workdir / name
+    wanted = {"events": events, "seed": seed, "customers": customers, "ramp_up": ramp_up}
     # The marker is written after the generator returns, so a half-written folder is redone.
     marker = folder.with_suffix(".json")
     if marker.is_file() and folder.is_dir():
         meta = json.loads(marker.read_text())
-        if (meta.get("events"), meta.get("seed"), meta.get("customers")) == (
-            events,
-            seed,
-            customers,
-        ):
+        if {k: meta.get(k) for k in wanted} == wanted:
             print(f"reusing {folder} ({meta['summary']['files']} files)", flush=True)
             return folder
     shutil.rmtree(folder, ignore_errors=True)
     marker.unlink(missing_ok=True)
     print(f"generating {events:,} events (seed {seed}) into {folder}", flush=True)
     t0 = time.monotonic()
+    options = {} if ramp_up is None else {"ramp_up_seconds": ramp_up}
     summary = generate_server_logs(
-        folder, events=events, seed=seed, customers=customers, progress=True
+        folder, events=events, seed=seed, customers=customers, progress=True, **options
     )
     print(f"generated {summary.files} files in {time.monotonic() - t0:.1f} s", flush=True)
-    meta = {"events": events, "seed": seed, "customers": customers, "summary": summary.as_dict()}
-    marker.write_text(json.dumps(meta, indent=2) + "\n")
+    marker.write_text(json.dumps({**wanted, "summary": summary.as_dict()}, indent=2) + "\n")
     return folder
 
 
@@ -382,6 +386,14 @@ def _parser() -> argparse.ArgumentParser:
         "--events holds about as many open sessions as events",
     )
     parser.add_argument(
+        "--ramp-up",
+        type=int,
+        metavar="SECONDS",
+        help="customers start their first session within this many seconds (default 3600); "
+        "with --customers equal to --events and --ramp-up 1, every event opens a session that "
+        "is still open at the end",
+    )
+    parser.add_argument(
         "--state-stores",
         default="rocksdb",
         help="pipeline runs (Spark writer) by state store: rocksdb (the pipeline's), hdfs "
@@ -436,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.workdir.resolve()
     runs_dir = workdir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    data = ensure_data(workdir, args.events, args.seed, args.customers)
+    data = ensure_data(workdir, args.events, args.seed, args.customers, args.ramp_up)
     files = sum(1 for f in data.iterdir() if f.name.endswith(".json"))
     max_files = args.max_files_per_trigger
     settings = (

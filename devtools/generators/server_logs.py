@@ -24,6 +24,7 @@ __all__ = [
     "DUPLICATE_MAX_DISTANCE",
     "LATE_MIN_AGE_SECONDS",
     "LOGGED_OUT",
+    "RAMP_UP_SECONDS",
     "SITES",
     "START_DATE",
     "GenerationSummary",
@@ -53,7 +54,8 @@ _LATE_MAX_AGE_SECONDS = 1800
 # a duplicate a few lines further.
 _DUPLICATE_DUE_MAX = 12
 
-_RAMP_UP_SECONDS = 3600
+#: Customers start their first session within this many seconds of START_DATE (default).
+RAMP_UP_SECONDS = 3600
 _STEP_SECONDS = (2, 120)
 # A session detector with a 5 minute inactivity gap must split sessions here.
 _SESSION_GAP_SECONDS = (361, 3600)
@@ -103,15 +105,17 @@ def generate_server_logs(
     seed: int = 0,
     faults: bool = False,
     customers: int | None = None,
+    ramp_up_seconds: int = RAMP_UP_SECONDS,
     lines_per_file: int = 10_000,
     progress: bool = False,
 ) -> GenerationSummary:
     """Write ``events`` valid server-log events (plus faults if asked) as ``out/part-NNNNN.json``.
+    Customers start their first session within the first ``ramp_up_seconds``.
 
     The same arguments always give the same bytes. Raises FileExistsError if ``out`` is not empty.
     """
     n_customers = max(1, events // 100) if customers is None else customers
-    _check_arguments(events, n_customers, lines_per_file)
+    _check_arguments(events, n_customers, lines_per_file, ramp_up_seconds)
     folder = prepare_folder(Path(out))
     rng = random.Random(seed)
     # Faults draw from their own generator so that, with or without them, customers make the
@@ -119,7 +123,7 @@ def generate_server_logs(
     fault_rng = random.Random(rng.getrandbits(64))
     stamps = _Stamps()
     catalog = _Catalog(rng, _catalog_size(n_customers))
-    simulator = _Simulator(rng, n_customers, catalog, stamps)
+    simulator = _Simulator(rng, n_customers, catalog, stamps, ramp_up_seconds)
     plan = _plan_faults(fault_rng, events) if faults else {}
     with tqdm(
         total=events, unit="event", desc="server logs", file=sys.stderr, disable=not progress
@@ -131,7 +135,7 @@ def generate_server_logs(
     return output.summary()
 
 
-def _check_arguments(events: int, customers: int, lines_per_file: int) -> None:
+def _check_arguments(events: int, customers: int, lines_per_file: int, ramp_up: int) -> None:
     for name, value in (
         ("events", events),
         ("customers", customers),
@@ -139,6 +143,8 @@ def _check_arguments(events: int, customers: int, lines_per_file: int) -> None:
     ):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
+    if ramp_up < 0:
+        raise ValueError(f"ramp_up_seconds must not be negative, got {ramp_up}")
 
 
 def _catalog_size(customers: int) -> int:
@@ -253,14 +259,19 @@ class _Simulator:
     """Interleaves all customers' sessions in event-time order (a heap of next event times)."""
 
     def __init__(
-        self, rng: random.Random, customers: int, catalog: _Catalog, stamps: _Stamps
+        self,
+        rng: random.Random,
+        customers: int,
+        catalog: _Catalog,
+        stamps: _Stamps,
+        ramp_up_seconds: int,
     ) -> None:
         self._rng = rng
         self._random = rng.random
         self._catalog = catalog
         self._stamps = stamps
         self._customers = [self._new_customer(number) for number in range(customers)]
-        self._queue = [(self._between(0, _RAMP_UP_SECONDS), i) for i in range(customers)]
+        self._queue = [(self._between(0, ramp_up_seconds), i) for i in range(customers)]
         heapq.heapify(self._queue)
 
     def next_event(self) -> tuple[int, str, str]:

@@ -6,7 +6,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
@@ -288,6 +288,20 @@ def test_rejects_bad_arguments(tmp_path: Path) -> None:
         generate_server_logs(tmp_path / "a", events=0)
     with pytest.raises(ValueError):
         generate_server_logs(tmp_path / "b", events=10, lines_per_file=0)
+    with pytest.raises(ValueError, match="ramp_up_seconds"):
+        generate_server_logs(tmp_path / "c", events=10, ramp_up_seconds=-1)
+
+
+def test_a_short_ramp_up_opens_one_session_per_customer(tmp_path: Path) -> None:
+    """As many customers as events, all starting within a second: each event is a customer's
+    first, and all of them fall in that second (the benchmark's open-sessions input)."""
+    generate_server_logs(tmp_path / "logs", events=500, customers=500, ramp_up_seconds=1)
+    lines = read_lines(tmp_path / "logs")
+    customers = [line.record["CustomerId"] for line in lines]
+    assert len(set(customers)) == len(customers) == 500
+    assert max(line.when for line in lines) - min(line.when for line in lines) <= timedelta(
+        seconds=1
+    )
 
 
 def test_progress_bar_goes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
