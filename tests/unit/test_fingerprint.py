@@ -116,6 +116,17 @@ def test_a_handler_key_change_is_named(project: Path, monkeypatch: pytest.Monkey
     )
 
 
+def test_a_checkpoint_with_state_per_key_is_named(project: Path):
+    """A fingerprint from before state by bucket of keys has no layout: the change is named."""
+    now = fingerprint(project / "pipelines", "server_logs")
+    before = {**now, "state": [s for s in now["state"] if s["what"] != "handler state layout"]}
+    found = state_changes(before, now)
+    assert sorted(f.rsplit(": ", 1)[1] for f in found) == [
+        "cart_updates has a new handler state layout",
+        "session_updates has a new handler state layout",
+    ]
+
+
 def test_a_new_stateful_step_is_named(project: Path):
     before = fingerprint(project / "pipelines", "server_logs")
     edit(project / "sql/server_logs/events.sql", "SELECT\n", "SELECT DISTINCT\n")
