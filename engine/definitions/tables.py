@@ -16,7 +16,9 @@ from engine.errors import UserError
 
 __all__ = ["Column", "TableDef", "load_tables"]
 
-WriteMode = Literal["append", "merge"]
+#: append: rows added; merge: rows replaced by key; add: by key, the other columns summed
+#: into the row already there (for counts and sums computed per batch).
+WriteMode = Literal["append", "merge", "add"]
 TableRole = Literal["data", "quarantine"]
 
 _SCALARS: Mapping[exp.DataType.Type, pa.DataType] = {
@@ -71,6 +73,11 @@ class TableDef:
         """Column names in declared order."""
         return [c.name for c in self.columns]
 
+    @property
+    def summed(self) -> list[str]:
+        """The columns an `add` table sums into the row already there: all but the key."""
+        return [c.name for c in self.columns if c.name not in self.key]
+
 
 def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
     if dtype.this in _SCALARS:
@@ -103,6 +110,10 @@ def _column(cdef: exp.ColumnDef, where: Path) -> Column:
     )
 
 
+def _is_number(kind: pa.DataType) -> bool:
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+
 def _header_comment(text: str) -> str:
     lines = [ln[2:].strip() for ln in text.splitlines() if ln.startswith("--")]
     return " ".join(lines)
@@ -131,18 +142,24 @@ def load_table(path: Path) -> TableDef:
         elif type(prop) is exp.Property:
             props[prop.name] = prop.args["value"].name
     mode = props.get("lake.mode", "append")
-    if mode not in ("append", "merge"):
-        raise UserError(f"{path}: lake.mode must be 'append' or 'merge', not '{mode}'")
+    if mode not in ("append", "merge", "add"):
+        raise UserError(f"{path}: lake.mode must be 'append', 'merge' or 'add', not '{mode}'")
     role = props.get("lake.role", "data")
     if role not in ("data", "quarantine"):
         raise UserError(f"{path}: lake.role must be 'data' or 'quarantine', not '{role}'")
     key = tuple(k.strip() for k in props.get("lake.key", "").split(",") if k.strip())
-    if mode == "merge" and not key:
+    if mode != "append" and not key:
         raise UserError(f"{path}: a merged table needs TBLPROPERTIES ('lake.key' = 'col, ...')")
     names = {c.name for c in columns}
     for col in (*key, *partition_by):
         if col not in names:
             raise UserError(f"{path}: key or partition column '{col}' is not a column")
+    for c in columns:
+        if mode == "add" and c.name not in key and not _is_number(c.type):
+            raise UserError(
+                f"{path}: lake.mode 'add' sums every column but the key; "
+                f"column '{c.name}' is {c.ddl_type}"
+            )
     return TableDef(
         name=name,
         path=path,

@@ -17,6 +17,7 @@ from engine.definitions.tables import TableDef, load_table
 from engine.errors import UserError
 from engine.plan.findings import Finding, from_sql_error, from_user_error
 from engine.plan.queries import QueryPlan, plan_query
+from engine.plan.summed import summed_findings, summed_views
 
 __all__ = [
     "Plan",
@@ -186,15 +187,25 @@ def _quarantine_table(pipeline: Pipeline, tables: Mapping[str, TableDef]) -> str
 
 
 def _plan_queries(
-    pipeline: Pipeline, steps: Mapping[str, SqlStep], order: Sequence[str], quarantine: str | None
+    pipeline: Pipeline,
+    steps: Mapping[str, SqlStep],
+    order: Sequence[str],
+    quarantine: str | None,
+    summed: frozenset[str],
 ) -> dict[str, QueryPlan]:
     """Each query's plan; the rows a view drops are written by the first query that writes
-    quarantine and computes the view."""
+    quarantine and computes the view; `summed` aggregations run on each batch."""
     queries: dict[str, QueryPlan] = {}
     dropped: frozenset[str] = frozenset()
     for spec in pipeline.queries:
         plan = plan_query(
-            pipeline, spec, steps, order, quarantine=quarantine, dropped_elsewhere=dropped
+            pipeline,
+            spec,
+            steps,
+            order,
+            quarantine=quarantine,
+            dropped_elsewhere=dropped,
+            summed=summed,
         )
         queries[spec.name] = plan
         dropped |= set(plan.drops)
@@ -236,14 +247,21 @@ def check_pipeline(
     views = {s.name for s in steps} | {h.name.lower() for h in pipeline.handlers} | broken
     findings += _sink_findings(pipeline, tables, views)
     findings += _expectation_findings(steps, tables, pipeline)
+    by_name = {s.name: s for s in steps}
+    findings += summed_findings(pipeline, by_name, tables)
     if _errors(findings):
         return None, findings
-    by_name = {s.name: s for s in steps}
     order = order_steps(
         steps, provided=[pipeline.source.view], extra={h.name: [h.input] for h in pipeline.handlers}
     )
     try:
-        queries = _plan_queries(pipeline, by_name, order, _quarantine_table(pipeline, tables))
+        queries = _plan_queries(
+            pipeline,
+            by_name,
+            order,
+            _quarantine_table(pipeline, tables),
+            summed_views(pipeline, by_name, tables),
+        )
     except UserError as err:
         return None, [*findings, from_user_error(err, "query", pipeline.path)]
     return Plan(pipeline, by_name, handlers, tables, tuple(order), queries), findings

@@ -78,11 +78,17 @@ def is_stateful(step: SqlStep) -> bool:
 
 class _Graph:
     def __init__(
-        self, pipeline: Pipeline, steps: Mapping[str, SqlStep], handlers: Mapping[str, HandlerSpec]
+        self,
+        pipeline: Pipeline,
+        steps: Mapping[str, SqlStep],
+        handlers: Mapping[str, HandlerSpec],
+        summed: frozenset[str] = frozenset(),
     ) -> None:
         self.pipeline = pipeline
         self.steps = steps
         self.handlers = handlers
+        #: Aggregations summed per batch into an `add` table (engine/plan/summed.py).
+        self.summed = summed
         self.source = pipeline.source.view
         #: The rows a view drops are computed beside it, from what it reads.
         self.rejects = {rejects_view(name): name for name, step in steps.items() if step.drops}
@@ -98,7 +104,9 @@ class _Graph:
         return []
 
     def stateful(self, view: str) -> bool:
-        return view in self.handlers or (view in self.steps and is_stateful(self.steps[view]))
+        if view in self.handlers:
+            return True
+        return view in self.steps and is_stateful(self.steps[view]) and view not in self.summed
 
     def anchor(self, view: str) -> str | None:
         """The nearest stateful step at or above `view` (None: only stateless steps)."""
@@ -162,13 +170,14 @@ def plan_query(
     *,
     quarantine: str | None = None,
     dropped_elsewhere: frozenset[str] = frozenset(),
+    summed: frozenset[str] = frozenset(),
 ) -> QueryPlan:
     """Derive how `query` computes its targets; a UserError when one query cannot hold them.
 
     When the query writes the `quarantine` table, the rows dropped by the expectations of the
     views it computes go there too, except those of views in `dropped_elsewhere` (an earlier
-    query writes them)."""
-    graph = _Graph(pipeline, steps, {h.name: h for h in pipeline.handlers})
+    query writes them). The aggregations in `summed` run on each batch."""
+    graph = _Graph(pipeline, steps, {h.name: h for h in pipeline.handlers}, summed)
     where = f"{pipeline.path}: query {query.name}"
     targets = [*query.sinks.values(), *query.topics.values()]
     drops: list[str] = []

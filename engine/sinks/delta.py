@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +21,13 @@ from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
 from engine.sinks import BatchId
 
-__all__ = ["DeltaSink", "commit_properties"]
+__all__ = ["DeltaSink", "added", "commit_properties"]
+
+
+def added(columns: Sequence[str]) -> dict[str, str]:
+    """An `add` table's MERGE update: each summed column is the row's value plus the batch's
+    (a NULL adds nothing), over the aliases t (table) and s (batch), as merge predicates are."""
+    return {c: f"coalesce(t.{c} + s.{c}, t.{c}, s.{c})" for c in columns}
 
 
 def commit_properties(batch: BatchId) -> CommitProperties:
@@ -160,16 +167,16 @@ class DeltaSink:
             write_deltalake(dt, data, mode="append", commit_properties=commit_properties(batch))
         else:
             predicate = " AND ".join(f"t.{k} = s.{k}" for k in self.table.key)
-            (
-                dt.merge(
-                    data,
-                    predicate,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=commit_properties(batch),
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
+            merge = dt.merge(
+                data,
+                predicate,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=commit_properties(batch),
             )
+            if self.table.mode == "add":
+                merge = merge.when_matched_update(updates=added(self.table.summed))
+            else:
+                merge = merge.when_matched_update_all()
+            merge.when_not_matched_insert_all().execute()
         return data.num_rows

@@ -21,7 +21,7 @@ from sqlglot import exp
 from engine.definitions.tables import TableDef
 from engine.plan.table_changes import TableChanges
 from engine.sinks import BatchId
-from engine.sinks.delta import DeltaSink
+from engine.sinks.delta import DeltaSink, added
 
 __all__ = ["SparkDeltaSink", "alter_table_sql", "create_table_sql"]
 
@@ -127,14 +127,16 @@ class SparkDeltaSink(DeltaSink):
         for key, value in conf.items():
             session.conf.set(key, value)
         try:
-            (
+            merge = (
                 DeltaTable.forPath(session, str(self.path))
                 .alias("t")
                 .merge(data.alias("s"), self._merge_condition(data))
-                .whenMatchedUpdateAll()
-                .whenNotMatchedInsertAll()
-                .execute()
             )
+            if self.table.mode == "add":
+                merge = merge.whenMatchedUpdate(set=added(self.table.summed))
+            else:
+                merge = merge.whenMatchedUpdateAll()
+            merge.whenNotMatchedInsertAll().execute()
         finally:
             for key in conf:
                 session.conf.unset(key)

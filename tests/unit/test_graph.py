@@ -254,7 +254,11 @@ DOT_NODES = [
         "view_activity_events",
         [">dedup on user, event_time · watermark 5 seconds<"],
     ),
-    ("user_activity", "table_user_event_counts", ["cluster_query_counts ", "shape=cylinder"]),
+    (
+        "user_activity",
+        "table_user_event_counts",
+        ["cluster_query_main ", "shape=cylinder", "user_event_counts (add)"],
+    ),
 ]
 
 

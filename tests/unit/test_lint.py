@@ -205,7 +205,7 @@ CASES += [
         "tables/order_totals.sql",
         "'lake.mode' = 'merge'",
         "'lake.mode' = 'upsert'",
-        "tables/order_totals.sql: error: lake.mode must be 'append' or 'merge', not 'upsert'"
+        "tables/order_totals.sql: error: lake.mode must be 'append', 'merge' or 'add', not 'upsert'"
         " [table]",
         id="table-ddl",
     ),

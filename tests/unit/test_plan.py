@@ -76,11 +76,6 @@ def test_derived_outputs(name, query, outputs, batch):
 @pytest.mark.parametrize(
     ("name", "sinks", "message"),
     [
-        (
-            "user_activity",
-            {"activity_spans": "activity_span_updates", "user_event_counts": "user_event_counts"},
-            "stateful step 'activity_events'",
-        ),
         ("server_logs", {"nope": "events"}, "unknown table 'nope'"),
         ("server_logs", {"events": "no_view"}, "reads unknown view 'no_view'"),
     ],
