@@ -96,10 +96,17 @@ def claim_table(table: Path, *, pipeline: str, query: str, checkpoint: Path) -> 
         write_json(owner, wanted)
 
 
-def release_table(table: Path, *, pipeline: str, query: str) -> None:
-    """Forget which checkpoint writes the table for this pipeline and query (its rows were
-    removed for a rebuild: the next checkpoint to write it claims it)."""
-    _owner_file(table, pipeline, query).unlink(missing_ok=True)
+def release_table(table: Path, *, pipeline: str) -> None:
+    """Forget which checkpoints write the table for this pipeline, whatever the query (its rows
+    were removed for a rebuild: the next checkpoint to write it claims it)."""
+    for owner in (table / WRITERS_DIR).glob(f"{pipeline}.*.json"):
+        owner.unlink(missing_ok=True)
+
+
+def _other_queries(table: Path, pipeline: str, query: str) -> list[str]:
+    """The other queries of this pipeline that have claimed the table."""
+    owners = (table / WRITERS_DIR).glob(f"{pipeline}.*.json")
+    return sorted({o.name[len(pipeline) + 1 : -len(".json")] for o in owners} - {query})
 
 
 def _written(checkpoint: Path) -> dict[str, int]:
@@ -199,6 +206,15 @@ def check_tables(
                 )
             continue
         owner = _owner_file(path, pipeline, query)
+        others = _other_queries(path, pipeline, query)
+        if committed is not None and not owner.is_file() and others:
+            # The table moved to this query (e.g. an upgrade derived one query from two): its
+            # rows follow the other query's checkpoint, not this one.
+            raise UserError(
+                f"table {name}: written by {pipeline}/{others[0]} until now, and {where} has "
+                f"committed batches without it, so its rows do not follow checkpoint "
+                f"{checkpoint}: run with --full-refresh to rebuild it"
+            )
         if owner.is_file() and not new_checkpoint:
             wrote = json.loads(owner.read_text())
             if wrote.get("checkpoint_id") != current:

@@ -168,8 +168,7 @@ def _deploy(
         if action.verb == "rebuild":
             sink = sinks[action.name]
             sink.rebuild(pipeline=pipeline if action.shared else None)
-            for query in rebuilt:
-                release_table(sink.path, pipeline=pipeline, query=query.name)
+            release_table(sink.path, pipeline=pipeline)
             out.write(f"{action.line()}\n")
     for action in deployment.tables.values():
         sinks[action.name].prepare()

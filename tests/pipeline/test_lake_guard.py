@@ -12,7 +12,7 @@ import pytest
 
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError
-from engine.lake.guard import check_tables
+from engine.lake.guard import check_tables, release_table
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.pipeline.test_cli import one_error_line, runner
@@ -65,6 +65,23 @@ def test_a_checkpoint_typo_is_refused_and_writes_nothing(finished: Path):
     assert not (finished / "_checkpoint").exists()
     # Asked for explicitly, another checkpoint may write the tables.
     check(finished, finished / "_checkpoint" / "server_logs" / "main", new_checkpoint=True)
+
+
+def test_a_table_that_moved_from_another_query_is_refused(lake: Path):
+    """A lake from before the queries were derived: sessions was written by query sessions.
+    main has committed batches without it, so its rows follow another checkpoint."""
+    writers = lake / "sessions" / "_writers"
+    (writers / "server_logs.main.json").rename(writers / "server_logs.sessions.json")
+    with pytest.raises(UserError) as refused:
+        check(lake)
+    assert str(refused.value).startswith(
+        "table sessions: written by server_logs/sessions until now, and server_logs/main has "
+        "committed batches without it"
+    )
+    assert str(refused.value).endswith("run with --full-refresh to rebuild it")
+    # A rebuild empties the pipeline's rows and forgets all its claims, whatever the query.
+    release_table(lake / "sessions", pipeline="server_logs")
+    assert list(writers.iterdir()) == []
 
 
 def test_an_intact_lake_passes(lake: Path):
