@@ -390,8 +390,7 @@ class HandlerGroup:
         """Record the step's rows and counts; the handler's new (state, timer ms)."""
         counts[i].update(step.counts)
         if step.outputs:
-            rows = emitted.setdefault(i, [])
-            rows.extend(step.outputs)
+            emitted.setdefault(i, []).extend(step.outputs)
         slot = self.slots[i]
         if step.state is None:
             return None, None
