@@ -154,12 +154,12 @@ def load_table(path: Path) -> TableDef:
     for col in (*key, *partition_by):
         if col not in names:
             raise UserError(f"{path}: key or partition column '{col}' is not a column")
-    for c in columns:
-        if mode == "add" and c.name not in key and not _is_number(c.type):
-            raise UserError(
-                f"{path}: lake.mode 'add' sums every column but the key; "
-                f"column '{c.name}' is {c.ddl_type}"
-            )
+    words = [c for c in columns if c.name not in key and not _is_number(c.type)]
+    if mode == "add" and words:
+        raise UserError(
+            f"{path}: lake.mode 'add' sums every column but the key; "
+            f"column '{words[0].name}' is {words[0].ddl_type}"
+        )
     return TableDef(
         name=name,
         path=path,

@@ -96,17 +96,17 @@ def claim_table(table: Path, *, pipeline: str, query: str, checkpoint: Path) -> 
         write_json(owner, wanted)
 
 
+def _claims(table: Path, pipeline: str) -> dict[str, Path]:
+    """Query -> its claim file, for each query of this pipeline that has claimed the table."""
+    owners = (table / WRITERS_DIR).glob(f"{pipeline}.*.json")
+    return {o.name[len(pipeline) + 1 : -len(".json")]: o for o in owners}
+
+
 def release_table(table: Path, *, pipeline: str) -> None:
     """Forget which checkpoints write the table for this pipeline, whatever the query (its rows
     were removed for a rebuild: the next checkpoint to write it claims it)."""
-    for owner in (table / WRITERS_DIR).glob(f"{pipeline}.*.json"):
+    for owner in _claims(table, pipeline).values():
         owner.unlink(missing_ok=True)
-
-
-def _other_queries(table: Path, pipeline: str, query: str) -> list[str]:
-    """The other queries of this pipeline that have claimed the table."""
-    owners = (table / WRITERS_DIR).glob(f"{pipeline}.*.json")
-    return sorted({o.name[len(pipeline) + 1 : -len(".json")] for o in owners} - {query})
 
 
 def _written(checkpoint: Path) -> dict[str, int]:
@@ -206,7 +206,7 @@ def check_tables(
                 )
             continue
         owner = _owner_file(path, pipeline, query)
-        others = _other_queries(path, pipeline, query)
+        others = sorted(set(_claims(path, pipeline)) - {query})
         if committed is not None and not owner.is_file() and others:
             # The table moved to this query (e.g. an upgrade derived one query from two): its
             # rows follow the other query's checkpoint, not this one.

@@ -260,7 +260,7 @@ def check_pipeline(
             by_name,
             order,
             _quarantine_table(pipeline, tables),
-            summed_views(pipeline, by_name, tables),
+            summed_views(pipeline, tables),
         )
     except UserError as err:
         return None, [*findings, from_user_error(err, "query", pipeline.path)]

@@ -57,21 +57,17 @@ def _problem(
         )
     readers = [s.name for s in steps.values() if view in s.references]
     readers += [h.name for h in pipeline.handlers if h.input.lower() == view]
-    readers += [f"topic {t}" for q in pipeline.queries for t, v in q.topics.items() if v == view]
+    topics = (t for q in pipeline.queries for t, v in q.topics.items() if v.lower() == view)
+    readers += [f"topic {t}" for t in topics]
     if readers:
         return f"{what} holds one batch's sums, which {', '.join(readers)} cannot read", None
     return None
 
 
-def summed_views(
-    pipeline: Pipeline, steps: Mapping[str, SqlStep], tables: Mapping[str, TableDef]
-) -> frozenset[str]:
-    """The views run on each batch and summed into their `add` table."""
-    return frozenset(
-        view
-        for view, table in _add_tables(pipeline, tables).items()
-        if _problem(view, tables[table], steps, pipeline) is None
-    )
+def summed_views(pipeline: Pipeline, tables: Mapping[str, TableDef]) -> frozenset[str]:
+    """The views run on each batch and summed into their `add` table (planned only once
+    `summed_findings` found nothing against them)."""
+    return frozenset(_add_tables(pipeline, tables))
 
 
 def summed_findings(

@@ -109,8 +109,8 @@ def failure(step: SqlStep, rule: Expectation, row: str) -> str:
 def batch_counts(spark: SparkSession, step: SqlStep, *, batch_ms: int) -> dict[str, int]:
     """Rows of the step's view in this batch (just made from its SQL, before `apply_rules`)
     and how many break each rule, for a view computed on the batch, which Spark's progress
-    does not see. A broken FAIL
-    UPDATE rule raises here, with a sample row, before anything is written."""
+    does not see. A broken FAIL UPDATE rule raises here, with a sample row, before anything
+    is written."""
     df = spark.table(step.name)  # the view as its SQL made it, before `apply_rules`
     row = df.agg(*_counts(step.expectations, batch_ms)).first()
     counts = {k: int(v or 0) for k, v in row.asDict().items()} if row else {}
