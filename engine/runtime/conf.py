@@ -15,11 +15,16 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
+    # The heap grows to what it may take: 2g holds a 1,000,000-event batch and keeps the whole
+    # process tree under 4 GiB (docs/decisions.md, "Memory: a 2 GiB heap, RocksDB bounded").
+    "spark.driver.memory": "2g",
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # All RocksDB instances of the process share one memory budget (Spark's 500 MB), so more
+    # stateful steps or partitions do not each add their own write buffers and cache.
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
     # With this on (Spark's default), late rows are judged against the previous batch's
     # watermark, which a restarted query does not restore the same way: a replayed batch then
     # keeps or drops different rows. Off, every operator uses the batch's own watermark, read
