@@ -16,7 +16,7 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # The heap grows to what it may take: 2g holds a 1,000,000-event batch and keeps the whole
-    # process tree under 4 GiB (docs/decisions.md, "Memory: a 2 GiB heap, RocksDB bounded").
+    # process tree under 4 GiB (docs/decisions.md, "Memory: a 2 GiB heap and one RocksDB budget").
     "spark.driver.memory": "2g",
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
