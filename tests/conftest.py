@@ -17,7 +17,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 def spark() -> Iterator[SparkSession]:
     from engine.runtime.session import get_spark
 
-    session = get_spark({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    session = get_spark({"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
 
