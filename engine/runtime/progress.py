@@ -75,11 +75,17 @@ class ProgressListener(StreamingQueryListener):
         # read, so input rows are divided by the branches to count input records once.
         self.branches: dict[str, int] = {}
         self.totals: dict[str, QueryTotals] = {}
+        #: Each query's latest run id (a restarted query gets a new one).
+        self.runs: dict[str, str] = {}
+        #: Run ids of the queries that ended: their last progress event came before.
+        self._ended: set[str] = set()
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        name = event.name or str(event.id)
         with self._lock:
-            self.totals.setdefault(event.name or str(event.id), QueryTotals())
+            self.totals.setdefault(name, QueryTotals())
+            self.runs[name] = str(event.runId)
 
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         p = event.progress
@@ -117,18 +123,21 @@ class ProgressListener(StreamingQueryListener):
             )
             self.out.flush()
 
-    def wait_for(self, name: str, batch_id: int, timeout_s: float = 10.0) -> None:
-        """Progress events arrive asynchronously: wait until the query's last batch is in."""
+    def wait_for_end(self, run_id: str, timeout_s: float = 10.0) -> bool:
+        """Progress events arrive asynchronously, and a query's come before its termination:
+        wait until the run `run_id` of a stopped query has ended; False if it did not in time."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             with self._lock:
-                t = self.totals.get(name)
-                if t is not None and t.last_batch >= batch_id:
-                    return
+                if run_id in self._ended:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.05)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
-        pass
+        with self._lock:
+            self._ended.add(str(event.runId))

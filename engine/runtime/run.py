@@ -407,8 +407,9 @@ def run_pipeline(
             if failed:
                 raise failed
         for name, q in queries.items():
-            if q.lastProgress:
-                listener.wait_for(name, q.lastProgress["batchId"])
+            # Not the last progress's batch id: a trigger that found nothing to do has one
+            # too, but posts no progress event, so waiting for it would always time out.
+            listener.wait_for_end(str(q.runId))
             writer = result.writers[name]
             totals = listener.totals.get(name)
             if _is_direct(writer) and totals:  # no foreachBatch counted its rows: Spark did

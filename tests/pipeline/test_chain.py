@@ -83,6 +83,13 @@ def test_chained_pipelines_give_exact_rows_also_after_a_restart(spark, parts, tm
     assert second.listener.totals["spend"].source_rows == new_purchases
     assert read_table(lake, "customer_spend") == expected_spend(lake)
 
+    # Nothing new: the run ends on the query's termination, not on a wait for a batch that a
+    # trigger without data never reports.
+    idle = run(spark, "customer_spend", lake)
+    assert idle.listener.totals["spend"].batches == 0
+    assert idle.listener.wait_for_end(idle.listener.runs["spend"], timeout_s=0)
+    assert read_table(lake, "customer_spend") == expected_spend(lake)
+
 
 def test_missing_source_table_is_a_user_error(spark, tmp_path):
     with pytest.raises(UserError, match=r"source.table: no Delta table 'purchases' at .*"):
