@@ -256,16 +256,37 @@ def _start(
     # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
     if _is_direct(writer):
-        return _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
-    assert stream is not None
-    return (
-        stream.writeStream.queryName(spec.name)
-        .foreachBatch(writer)
-        .outputMode(spec.output_mode)
-        .option("checkpointLocation", str(writer.checkpoint))
-        .trigger(**_trigger(spec, once))
-        .start()
-    )
+        query = _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
+    else:
+        assert stream is not None
+        query = (
+            stream.writeStream.queryName(spec.name)
+            .foreachBatch(writer)
+            .outputMode(spec.output_mode)
+            .option("checkpointLocation", str(writer.checkpoint))
+            .trigger(**_trigger(spec, once))
+            .start()
+        )
+    _await_sources(query)
+    return query
+
+
+#: Spark's status messages of a query that has not opened its sources yet.
+_OPENING = ("Initializing StreamExecution", "Initializing sources")
+
+
+def _await_sources(query: StreamingQuery, timeout_s: float = 120.0) -> None:
+    """Return once the query has opened its sources, so queries open theirs one at a time.
+
+    A Python data source keeps one environment map for all its readers, and each query's
+    reader adds to it without a lock when it opens (Spark's PythonStreamingSourceRunner).
+    Two queries opening the same source at once can leave the map's size wrong, and every
+    task that reads the source then fails to deserialize (`OptionalDataException`)."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status["message"] in _OPENING:
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:

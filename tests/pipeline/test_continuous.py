@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
-from engine.runtime.run import RunOptions, run_pipeline
+from engine.runtime.run import _OPENING, RunOptions, _await_sources, run_pipeline
 from tests.conftest import read_table
 
 LINES = """\
@@ -68,3 +68,21 @@ def test_processing_time_timeout_then_clean_stop(spark, tmp_path):
     (cart,) = read_table(lake, "carts")
     assert cart["total_items"] == 1
     assert done["result"].writers["main"].written["events"] == 2
+
+
+def test_a_started_query_has_opened_its_sources(spark, tmp_path):
+    # Queries open their sources one at a time: a Python data source's readers share a map
+    # that each one changes, unguarded, as it opens (engine/runtime/run.py, _await_sources).
+    query = (
+        spark.readStream.format("rate")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        _await_sources(query)
+        assert query.isActive
+        assert query.status["message"] not in _OPENING
+    finally:
+        query.stop()
