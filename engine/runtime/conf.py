@@ -37,4 +37,8 @@ DEFAULT_CONF: Mapping[str, str] = {
     # Delta rebuilds a table's snapshot from its log with 50 partitions by default: on small
     # lakes that is 50 tasks of nothing per commit (measured: a MERGE 3.5 s instead of 9 s).
     "spark.databricks.delta.snapshotPartitions": "1",
+    # Spark keeps 100 compiled code classes by default; one server_logs batch uses about 150
+    # (parse, state, the five tables' writes and MERGEs), so each batch compiled them all again:
+    # about 1 s a batch (docs/decisions.md, "Spark keeps 1,000 compiled classes").
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
