@@ -307,9 +307,9 @@ def print_runs(runs: dict[str, dict[str, Any]], labels: dict[str, str]) -> None:
     for key, r in runs.items():
         ratio = ratio_s = ""
         if "pipeline_ratio" in r:
-            ratio = f"   pipeline/{key} = {r['pipeline_ratio']:.2f}"
+            ratio = f"   events/s pipeline/{key} = {r['pipeline_ratio']:.2f}"
         if "pipeline_ratio_streaming" in r:
-            ratio_s = f"   pipeline/{key} = {r['pipeline_ratio_streaming']:.2f}"
+            ratio_s = f"   events/s pipeline/{key} = {r['pipeline_ratio_streaming']:.2f}"
         failed = "" if r["exit_code"] == 0 else f"   FAILED (exit {r['exit_code']})"
         print(
             f"{labels[key]:<24}{secs(r['wall_s'])} {rate(r['events_per_s'])}"
