@@ -6,11 +6,11 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
@@ -282,18 +282,21 @@ def _await_sources(query: StreamingQuery, timeout_s: float = 120.0) -> None:
     reader adds to it without a lock when it opens (Spark's PythonStreamingSourceRunner).
     Two queries opening the same source at once can leave the map's size wrong, and every
     task that reads the source then fails to deserialize (`OptionalDataException`)."""
-    deadline = time.monotonic() + timeout_s
-    while query.isActive and query.status["message"] in _OPENING:
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(0.02)
+    _wait_while(query, lambda status: status["message"] in _OPENING, timeout_s)
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_while(query, lambda status: status["isTriggerActive"], timeout_s)
     query.stop()
+
+
+def _wait_while(
+    query: StreamingQuery, busy: Callable[[dict[str, Any]], bool], timeout_s: float
+) -> None:
+    """Poll the query's status until `busy` is false of it, the query stops, or time is up."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and busy(query.status) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 RETRY_SECONDS = 5.0
