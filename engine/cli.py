@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError, first_line
@@ -145,8 +145,6 @@ def _cmd_log(args: argparse.Namespace) -> int:
     lake_tables(lake)  # a missing lake is one line
     if args.pipeline:
         _registry(args).get(args.pipeline)  # an unknown name lists the known ones
-    if args.last is not None and args.last < 1:
-        raise UserError("--last: at least 1")
     events = EventLog(lake).read(pipeline=args.pipeline, last=args.last)
     if args.format != "text":
         print_rows(events, args.format)
@@ -271,8 +269,30 @@ def _cmd_serve_orders(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its usage errors raised as UserError: one line and exit 2, like any other."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (see {self.prog} --help)")
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runner.py", description=__doc__)
+    parser = _Parser(prog="runner.py", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
     parser.add_argument("--pipelines", help="folder of pipeline specs (default ./pipelines)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -326,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
         "--engine", choices=["duckdb", "spark"], default="duckdb", help="default duckdb (no JVM)"
     )
     when = query.add_mutually_exclusive_group()
-    when.add_argument("--version", type=int, help="read every table at this Delta version")
+    when.add_argument("--version", type=_at_least(0), help="read every table at this Delta version")
     when.add_argument("--as-of", metavar="TIMESTAMP", help="read the versions current then (UTC)")
     query.set_defaults(func=_cmd_query)
 
@@ -338,7 +358,9 @@ def _parser() -> argparse.ArgumentParser:
 
     log = sub.add_parser("log", help="what the runs did, from the lake's event log")
     log.add_argument("pipeline", nargs="?", help="only this pipeline's runs (and quality results)")
-    log.add_argument("--last", type=int, default=20, help="the newest N events (default 20)")
+    log.add_argument(
+        "--last", type=_at_least(1), default=20, help="the newest N events (default 20)"
+    )
     log.add_argument("--lake", default="lake")
     log.add_argument("--format", choices=["text", "table", "json", "csv"], default="text")
     log.set_defaults(func=_cmd_log)
@@ -359,7 +381,7 @@ def _parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="run a local Kafka broker until Ctrl-C")
     broker.add_argument("--port", type=int, default=9092)
     broker.add_argument("--topics", help="comma-separated (default: the pipelines' topics)")
-    broker.add_argument("--partitions", type=int, default=1, help="per new topic")
+    broker.add_argument("--partitions", type=_at_least(1), default=1, help="per new topic")
     broker.add_argument(
         "--kind",
         choices=("kafka", "tansu"),
@@ -371,7 +393,9 @@ def _parser() -> argparse.ArgumentParser:
     orders.add_argument("--port", type=int, default=9998)
     orders.add_argument("--host", default="127.0.0.1")
     orders.add_argument("--rate", type=float, default=10.0, help="orders per second (0: no limit)")
-    orders.add_argument("--count", type=int, help="stop after this many (default: no limit)")
+    orders.add_argument(
+        "--count", type=_at_least(1), help="stop after this many (default: no limit)"
+    )
     orders.add_argument("--seed", type=int, default=0)
     orders.set_defaults(func=_cmd_serve_orders)
 
@@ -392,7 +416,7 @@ def _parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="write realistic input data for a pipeline")
     gen.add_argument("pipeline")
     gen.add_argument("--out", required=True)
-    gen.add_argument("--events", type=int, default=10_000)
+    gen.add_argument("--events", type=_at_least(1), default=10_000)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--faults", action="store_true", help="add bad, duplicate and late lines")
     gen.set_defaults(func=_cmd_generate)
@@ -401,7 +425,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return args.func(args)
     except UserError as err:

@@ -114,7 +114,7 @@ def test_log_command(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ("args", "message"),
     [
         (["log", "nope"], "error: unknown pipeline 'nope' (pipelines: "),
-        (["log", "--last", "0"], "error: --last: at least 1"),
+        (["log", "--last", "0"], "error: argument --last: must be at least 1, got 0"),
         (["log", "--lake", "/no/such/lake"], "error: --lake: no lake at /no/such/lake"),
     ],
 )

@@ -1,0 +1,42 @@
+"""Usage errors argparse finds (unknown option, bad number) are one line and exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.cli import main
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "server_logs", "--bogus"],
+            "unrecognized arguments: --bogus (see runner.py --help)",
+        ),
+        (["run"], "the following arguments are required: pipeline (see runner.py run --help)"),
+        (
+            ["generate", "server_logs", "--out", "x", "--events", "0"],
+            "--events: must be at least 1",
+        ),
+        (["generate", "server_logs", "--out", "x", "--events", "1e3"], "not a whole number: '1e3'"),
+        (["query", "SELECT 1", "--version", "-1"], "--version: must be at least 0, got -1"),
+        (["query", "SELECT 1", "--format", "xml"], "--format: invalid choice: 'xml'"),
+        (["broker", "--partitions", "0"], "--partitions: must be at least 1, got 0"),
+        (["serve-orders", "--count", "0"], "--count: must be at least 1, got 0"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "--help"])
+    assert exit_.value.code == 0
+    assert "--events" in capsys.readouterr().out
