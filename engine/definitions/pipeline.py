@@ -100,6 +100,8 @@ class Pipeline:
         folder = Path(path or self.source.path or "")
         if not folder.is_absolute():
             folder = (Path.cwd() if path else self.project.root) / folder
+        if folder.is_file():
+            raise UserError(f"--input: {folder} is a file; give the folder that holds the files")
         if not folder.is_dir():
             raise UserError(f"--input: input folder not found: {folder}")
         return folder

@@ -78,7 +78,7 @@ class RunResult:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
         for name, writer in self.writers.items():
             t = self.listener.totals.get(name) if self.listener else None
-            tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items())
+            tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items()) or "none"
             out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
             # The query that writes quarantine sees every input line, so it can account for them.
             rejects = [s.name for s in writer.sinks if s.quarantine]

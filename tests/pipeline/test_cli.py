@@ -57,6 +57,10 @@ def test_pipelines_lists_tables():
             "(pipelines: customer_spend, order_status, sensor_cep, server_logs, user_activity)",
         ),
         (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
+        (
+            ("run", "server_logs", "--input", "data/server_logs/log1.json"),
+            "log1.json is a file; give the folder that holds the files",
+        ),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
         (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
         (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime
 from pathlib import Path
 
@@ -117,8 +118,12 @@ def test_rerun_over_the_same_input_adds_nothing(spark, scenario):
     lake, _, folder = scenario
     before = {name: read_table(lake, name) for name in ("events", "sessions", "carts")}
     plan = plan_pipeline(Registry().get("server_logs"), once=True)
-    run_pipeline(spark, plan, RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True))
+    options = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    result = run_pipeline(spark, plan, options)
     assert {name: read_table(lake, name) for name in before} == before
+    report = io.StringIO()
+    result.report(report)
+    assert "query main: 0 batches; rows written: none\n" in report.getvalue()
 
 
 def test_spark_written_tables_name_their_batches_in_history(scenario):
