@@ -31,7 +31,13 @@ from engine.runtime.progress import ProgressListener, QueryTotals
 from engine.runtime.session import default_writer
 from engine.runtime.views import build_views, stream_rows
 from engine.sinks.delta import DeltaSink
-from engine.sinks.kafka import SparkTopicSink, TopicSink, headers_column, java_client
+from engine.sinks.kafka import (
+    SparkTopicSink,
+    TopicSink,
+    check_broker,
+    headers_column,
+    java_client,
+)
 from engine.sinks.spark_delta import SparkDeltaSink
 from engine.sinks.writer import MultiTableWriter
 from engine.sources.streams import Connector, kafka_connector
@@ -355,6 +361,11 @@ def run_pipeline(
         options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
         pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
         plan = replace(plan, pipeline=pipeline)
+    topics = sorted({t for q in pipeline.queries for t in q.topics})
+    if topics and (connector == "native" or opts.once):
+        # Spark's Kafka sink would wait 60 s a batch for a broker or topic that is not there,
+        # then fail with a Java error; --once ends here as it does for an unreachable source.
+        check_broker(pipeline.kafka, topics, where=pipeline.path)
     kind = _writer_kind(spark, opts)
     deployment = plan_deployment(
         plan,

@@ -4,7 +4,7 @@ confluent-kafka's from the driver (`TopicSink`), or Spark's Kafka sink from the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -14,11 +14,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from engine.definitions.tables import Column
-from engine.errors import KafkaUnavailable
+from engine.errors import KafkaUnavailable, UserError
 from engine.sinks import BatchId
 from engine.sinks.kafka_producer import KafkaDeliveryError, KafkaProducer
 
-__all__ = ["SparkTopicSink", "TopicSink", "headers_column", "java_client"]
+__all__ = ["SparkTopicSink", "TopicSink", "check_broker", "headers_column", "java_client"]
 
 _MESSAGE = (
     Column("key", pa.string(), True, "Message key (NULL: none)", "STRING"),
@@ -92,6 +92,32 @@ class TopicSink:
                 f"kafka broker {self.servers} unreachable (kafka.bootstrap.servers): {err}"
             ) from None
         return data.num_rows
+
+
+def check_broker(
+    client: Mapping[str, str], topics: Sequence[str], *, where: Path, timeout_s: float = 15.0
+) -> None:
+    """The broker of `client` (librdkafka settings) answers within `timeout_s` (else
+    KafkaUnavailable) and has or creates each of `topics` (else a UserError naming `where`)."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    servers = client.get("bootstrap.servers", "?")
+    producer = Producer({**client, "log_level": 0})
+    for topic in topics:
+        try:
+            found = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        except KafkaException as err:
+            raise KafkaUnavailable(
+                f"kafka broker {servers} unreachable (kafka.bootstrap.servers): {err.args[0].str()}"
+            ) from None
+        # A broker that creates topics on first use answers LEADER_NOT_AVAILABLE meanwhile.
+        if found is None or (
+            found.error is not None and found.error.code() != KafkaError.LEADER_NOT_AVAILABLE
+        ):
+            raise UserError(
+                f"{where}: topic {topic}: not on {servers}, which does not create topics on "
+                "first use; create it (`runner.py broker` creates the pipelines' topics)"
+            )
 
 
 def headers_column(headers: Mapping[str, str | None]) -> SparkColumn:

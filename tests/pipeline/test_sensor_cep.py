@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.definitions.pipeline import Registry
-from engine.errors import UserError
+from engine.errors import KafkaUnavailable, UserError
 from engine.plan import plan_pipeline
 from engine.quality import validate_lake
 from engine.runtime.run import RunOptions, RunResult, run_pipeline
@@ -175,6 +175,25 @@ def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
     overrides = {"kafka.bootstrap.servers": broker.servers, "source.topic": "no-such-topic"}
     with pytest.raises(UserError, match=r"source\.topic: no topic no-such-topic on 127\.0\.0\.1"):
         run(spark, tmp_path / "lake", overrides, input_path=None)
+
+
+def test_an_unreachable_broker_for_the_alerts_topic_stops_once_before_the_lake(spark, tmp_path):
+    from devtools.broker import free_port
+
+    lake = tmp_path / "lake"
+    nobody = {"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    with pytest.raises(KafkaUnavailable, match=r"^kafka broker 127\.0\.0\.1:\d+ unreachable"):
+        run(spark, lake, nobody)  # files in: only the topic sink needs the broker
+    assert [p.name for p in lake.glob("*") if not p.name.startswith("_")] == []
+
+
+def test_the_broker_is_checked_for_the_sink_topics(broker, tmp_path):
+    from engine.sinks.kafka import check_broker
+
+    client = {"bootstrap.servers": broker.servers}
+    check_broker(client, ["sensor-anomalies"], where=tmp_path / "p.yaml")
+    with pytest.raises(UserError, match=r"p\.yaml: topic no-such-topic: not on 127\.0\.0\.1:"):
+        check_broker(client, ["sensor-anomalies", "no-such-topic"], where=tmp_path / "p.yaml")
 
 
 def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broker, tmp_path):
