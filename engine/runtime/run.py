@@ -361,11 +361,6 @@ def run_pipeline(
         options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
         pipeline = replace(pipeline, source=replace(pipeline.source, options=options))
         plan = replace(plan, pipeline=pipeline)
-    topics = sorted({t for q in pipeline.queries for t in q.topics})
-    if topics and (connector == "native" or opts.once):
-        # Spark's Kafka sink would wait 60 s a batch for a broker or topic that is not there,
-        # then fail with a Java error; --once ends here as it does for an unreachable source.
-        check_broker(pipeline.kafka, topics, where=pipeline.path)
     kind = _writer_kind(spark, opts)
     deployment = plan_deployment(
         plan,
@@ -378,6 +373,11 @@ def run_pipeline(
     )
     deployment.check()  # before anything in the lake or the checkpoints changes
     build_views(spark, plan, input_path=opts.input_path, lake=opts.lake)
+    topics = sorted({t for q in pipeline.queries for t in q.topics})
+    if topics and (connector == "native" or opts.once):
+        # Spark's Kafka sink would wait 60 s a batch for a broker or topic that is not there,
+        # then fail with a Java error; --once ends here as it does for an unreachable source.
+        check_broker(pipeline.kafka, topics, where=pipeline.path)
     sinks = _table_sinks(spark, plan, opts, kind)
     _deploy(deployment, sinks, plan, out)
     recorder = RunRecorder(opts.lake, pipeline.name, out)
