@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import yaml
 
+from engine.definitions.durations import parse_duration
 from engine.errors import UserError
 from engine.project import PROJECT, Project
 
@@ -173,6 +174,11 @@ def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, s
             f"{where}: query '{name}': trigger {REAL_TIME} is for a query that writes only "
             "topics (its tables need foreachBatch, which Real-Time Mode does not run)"
         )
+    if trigger and not trigger.startswith(REAL_TIME):
+        try:
+            parse_duration(trigger)
+        except ValueError as err:
+            raise UserError(f"{where}: query '{name}': trigger: {err}") from None
     return sinks
 
 

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -17,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from engine.definitions.durations import parse_duration
 from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.errors import KafkaUnavailable, UserError, first_line
 from engine.lake.guard import release_table
@@ -122,6 +124,11 @@ class RunResult:
                 f"query {query}: expectations of {view}: {counts.get(ROWS, 0):,} rows"
                 f"{dropped}; {rules}\n"
             )
+
+
+def _interval_s(spec: QuerySpec) -> float:
+    """Seconds between the query's micro-batches (0: one after another)."""
+    return parse_duration(spec.trigger).timedelta.total_seconds() if spec.trigger else 0.0
 
 
 def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:
@@ -296,6 +303,25 @@ def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> No
     query.stop()
 
 
+def _drain(query: StreamingQuery, interval_s: float, timeout_s: float = 120.0) -> None:
+    """Process what a socket delivered before now (it is in no checkpoint): wait for a batch
+    planned after this call, or for a trigger after it (`interval_s` apart) that found nothing.
+    Not processAllAvailable(): a server that keeps sending would hold the stop for ever."""
+    since = datetime.now(UTC)
+    checked = time.monotonic() + interval_s
+
+    def pending(status: dict[str, Any]) -> bool:
+        if status["isTriggerActive"]:
+            return True
+        if time.monotonic() < checked:
+            return True  # the status is of a trigger before this call
+        last = query.lastProgress
+        new = last is not None and datetime.fromisoformat(last.timestamp) >= since
+        return status["isDataAvailable"] and not new
+
+    _wait_while(query, pending, timeout_s)
+
+
 def _wait_while(
     query: StreamingQuery, busy: Callable[[dict[str, Any]], bool], timeout_s: float
 ) -> None:
@@ -432,9 +458,8 @@ def run_pipeline(
                 break
             stop.wait(0.2)
         for name, q in queries.items():
-            if pipeline.source.kind == "socket" and q.isActive:
-                # What the socket already delivered is in no checkpoint: process it first.
-                q.processAllAvailable()
+            if pipeline.source.kind == "socket":
+                _drain(q, _interval_s(specs[name]))
             # A Real-Time Mode batch never ends by itself; its Kafka writes are at least once.
             _stop_between_batches(q, 0.0 if _is_direct(result.writers[name]) else 120.0)
         for name, q in queries.items():

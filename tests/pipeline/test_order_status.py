@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -60,6 +61,40 @@ def test_counts_and_totals_add_up_to_what_the_server_sent(spark, tmp_path):
     assert len({r["window_start"] for r in rows}) >= 2  # 6 s of orders span at least two windows
     checked = validate_lake(lake, tmp_path / "report", ["order_counts", "order_totals"])
     assert checked.passed
+
+
+def test_a_stop_ends_while_the_server_keeps_sending(spark, tmp_path):
+    lake = tmp_path / "lake"
+    server = OrderServer(port=free_port(), rate=50, seed=6).listen()
+    served: dict = {}
+    serving_stop = threading.Event()
+    serving = threading.Thread(target=lambda: served.update(summary=server.serve(serving_stop)))
+    serving.start()
+    pipeline = Registry().get("order_status").with_settings({"source.port": str(server.port)})
+    stop = threading.Event()
+    run = threading.Thread(
+        target=lambda: run_pipeline(
+            spark, plan_pipeline(pipeline), RunOptions(lake=lake, quiet=True), stop=stop
+        )
+    )
+    run.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+            (lake / "order_totals").exists() and sums(lake)[1]
+        ):
+            time.sleep(0.5)
+        stop.set()
+        run.join(60)
+        assert not run.is_alive() and serving.is_alive()  # stopped while orders kept coming
+    finally:
+        stop.set()
+        serving_stop.set()
+        run.join(180)
+        serving.join(30)
+        server.close()
+    windows, total, _ = sums(lake)
+    assert 0 < windows == total <= served["summary"].total
 
 
 def test_the_same_sql_over_a_kafka_topic(spark, tmp_path):

@@ -102,6 +102,10 @@ def test_settings_are_checked(pipeline):
             "  q: {trigger: real-time, sinks: {quarantine: quarantine}}\n",
             "trigger real-time is for a query that writes only topics",
         ),
+        (
+            "  q: {trigger: 5 secnds, sinks: {quarantine: quarantine}}\n",
+            r"query 'q': trigger: not a duration: '5 secnds'",
+        ),
     ],
 )
 def test_query_outputs_are_checked(tmp_path, query, message):
