@@ -187,6 +187,60 @@ def test_an_unreachable_broker_for_the_alerts_topic_stops_once_before_the_lake(s
     assert [p.name for p in lake.glob("*") if not p.name.startswith("_")] == []
 
 
+def test_a_stop_cuts_the_real_time_batch_and_the_report_says_so(spark, broker, tmp_path):
+    import io
+    import threading
+    import time
+    from dataclasses import replace
+
+    lake = tmp_path / "lake"
+    settings = {"kafka.bootstrap.servers": broker.servers, "source.startingOffsets": "latest"}
+    pipeline = Registry().get("sensor_cep").with_settings(settings)
+    main = replace(next(q for q in pipeline.queries if q.name == "main"), trigger="1 second")
+    pipeline = replace(
+        pipeline, queries=tuple(main if q.name == "main" else q for q in pipeline.queries)
+    )
+    stop, out, done, failures = threading.Event(), io.StringIO(), {}, []
+
+    def run() -> None:
+        try:
+            opts = RunOptions(lake=lake, quiet=True)
+            done["result"] = run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop)
+        except BaseException as err:  # surfaced below
+            failures.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(spark.streams.active) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # past the queries' first offsets ("latest")
+        line = '{"device_id": 424242, "sensor_freq": -9.5, "event_time": "2023-04-12 10:00:01"}'
+        produce(broker.servers, "sensor-readings", [line])
+        table = lake / "sensor_anomalies" / "_delta_log"
+        while time.monotonic() < deadline and not (
+            table.exists()
+            and any(r["device_id"] == "424242" for r in read_table(lake, "sensor_anomalies"))
+        ):
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not failures and not thread.is_alive()
+    assert [r["device_id"] for r in read_table(lake, "sensor_anomalies")] == ["424242"]
+    alerts = [
+        m
+        for m in consume(broker.servers, "sensor-anomalies", expect=10**9, timeout_s=5)
+        if b"424242" in (m.value() or b"") and ("query", b"alerts") in (m.headers() or [])
+    ]
+    assert len(alerts) == 1
+    done["result"].report(out)
+    # The alert went out at once, but the one-minute batch that sent it never ended.
+    assert "query alerts: 0 batches; rows written: kafka:sensor-anomalies 0" in out.getvalue()
+    assert "query alerts: the stop cut its running batch short" in out.getvalue()
+
+
 def test_the_broker_is_checked_for_the_sink_topics(broker, tmp_path):
     from engine.sinks.kafka import check_broker
 
