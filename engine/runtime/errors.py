@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
 
@@ -12,12 +13,15 @@ __all__ = ["as_user_error", "spark_error_line"]
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
 _OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
-# An error in a foreachBatch function reaches the query as Spark's wrapper around the Python
-# traceback: the error is the traceback's last line, with Spark's SQL context after it.
-_PYTHON_PROXY = "An exception was raised by the Python Proxy"
+# A Python error (in a foreachBatch function or a worker) reaches the query as Spark's wrapper
+# around its traceback: the error is the traceback's last line, with Spark's SQL context after
+# it when Spark has one, and the innermost frame outside installed packages says where.
+_TRACEBACK = "Traceback (most recent call last):"
 _RAISED = re.compile(
-    r"^[\w.]*(?:Exception|Error): (.+)$(?:\n== SQL.*==$)?(?:\n(\.\.\..*\.\.\.)$)?", re.M
+    r"^([\w.]*(?:Exception|Error))(?:: (.*))?$(?:\n== SQL.*==$)?(?:\n(\.\.\..*\.\.\.)$)?",
+    re.M,
 )
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)$', re.M)
 
 
 def spark_error_line(err: Exception) -> str:
@@ -27,12 +31,38 @@ def spark_error_line(err: Exception) -> str:
     if own:
         # raise_error() in SQL (a FAIL UPDATE expectation) ends the line with Spark's state.
         return _SQLSTATE.sub("", own.group(2)).strip()
-    raised = _RAISED.findall(text.split(_PYTHON_PROXY, 1)[1]) if _PYTHON_PROXY in text else []
-    if raised:
-        message, context = raised[-1]
-        message = _SQLSTATE.sub("", message).strip()
-        return f"{message} (in SQL {context})" if context else message
+    if _TRACEBACK in text:
+        tail = text[text.index(_TRACEBACK) :].split("\n=== Streaming Query ===", 1)[0]
+        raised = list(_RAISED.finditer(tail))
+        if raised:
+            return _python_error(tail, raised[-1])
     return first_line(text) if text else type(err).__name__
+
+
+def _python_error(tail: str, raised: re.Match[str]) -> str:
+    kind, message, context = raised.group(1), raised.group(2) or "", raised.group(3)
+    message = _SQLSTATE.sub("", message).strip()
+    if context:
+        return f"{message} (in SQL {context})"
+    if not message.startswith("["):  # not one of Spark's error classes: name the Python one
+        message = f"{kind.rsplit('.', 1)[-1]}: {message}" if message else kind.rsplit(".", 1)[-1]
+    frames = [
+        f
+        for f in _FRAME.finditer(tail, 0, raised.start())
+        if "site-packages" not in f.group(1) and "/lib/python" not in f.group(1)
+    ]
+    if not frames:
+        return message
+    path, line, function = frames[-1].groups()
+    return f"{message} ({_shown(path)}:{line} in {function})"
+
+
+def _shown(path: str) -> str:
+    """`path` relative to the working folder when it is below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def as_user_error(err: Exception, prefix: str = "") -> Exception:

@@ -33,8 +33,17 @@ PROXY = (
             "(in SQL ...CAST(currency AS INT) AS code FROM li...)",
         ),
         (
-            PROXY + "ValueError: a handler emitted 3 values\n\n=== Streaming Query ===\n",
-            "a handler emitted 3 values",
+            PROXY + "ValueError: a handler emitted 3 values\n\n=== Streaming Query ===\n"
+            "org.apache.spark.SparkException: not this one\n",
+            "ValueError: a handler emitted 3 values (engine/sinks/writer.py:112 in _write)",
+        ),
+        (
+            PROXY + "pyspark.errors.exceptions.captured.PythonException: \n  An exception was "
+            "thrown from the Python worker.\nTraceback (most recent call last):\n"
+            '  File "/v/lib/python3.11/site-packages/pyspark/worker.py", line 9, in main\n'
+            '  File "handlers/carts.py", line 67, in update\n    1 / 0\n'
+            "ZeroDivisionError: division by zero\n",
+            "ZeroDivisionError: division by zero (handlers/carts.py:67 in update)",
         ),
     ],
 )
