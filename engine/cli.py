@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ __all__ = ["main"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_PIPE = 141  # 128 + SIGPIPE
 
 
 def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -439,6 +441,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`query ... | head`): stop quietly, as a process killed by
+        # SIGPIPE would; stdout goes to /dev/null so the exit's flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except Exception as err:
         if args.debug:
             traceback.print_exc()

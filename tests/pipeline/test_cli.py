@@ -170,6 +170,18 @@ def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
     write = runner("query", "DROP TABLE carts", "--lake", str(lake))
     assert write.returncode == 2
     assert "read-only" in one_error_line(write)
+    # `query ... | head`: more rows than the pipe holds, and a reader that leaves after one.
+    many = "SELECT a.* FROM events a, events b, events c, events d, events e"
+    head = subprocess.Popen(
+        [sys.executable, str(PROJECT / "runner.py"), "query", many, "--lake", str(lake)],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert head.stdout is not None and head.stdout.readline()
+    head.stdout.close()
+    assert head.wait(120) == 141
+    assert head.stderr is not None and head.stderr.read() == b""
 
 
 def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
