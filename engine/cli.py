@@ -294,7 +294,11 @@ def _at_least(low: int) -> Callable[[str], int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="runner.py", description=__doc__)
+    parser = _Parser(
+        prog="runner.py",
+        description="streamlake: stateful streaming pipelines written in Spark SQL, into Delta "
+        "tables. `runner.py COMMAND --help` tells more.",
+    )
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
     parser.add_argument("--pipelines", help="folder of pipeline specs (default ./pipelines)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -40,3 +40,7 @@ def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
         main(["generate", "--help"])
     assert exit_.value.code == 0
     assert "--events" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    assert "streaming pipelines written in Spark SQL" in top and "exit 2" not in top
