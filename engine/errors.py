@@ -12,6 +12,11 @@ class UserError(Exception):
 class KafkaUnavailable(UserError):
     """The Kafka broker did not answer in time: transient, so a continuous run retries."""
 
+    @classmethod
+    def broker(cls, servers: str, why: str) -> KafkaUnavailable:
+        """The one line for a broker that does not answer, naming it and the setting."""
+        return cls(f"kafka broker {servers} unreachable (kafka.bootstrap.servers): {why}")
+
 
 def first_line(err: BaseException | str) -> str:
     """The first line of an error's message (or of a text), or the error's type's name when

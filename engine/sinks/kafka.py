@@ -88,9 +88,7 @@ class TopicSink:
             producer.flush(float(self.client.get("message.timeout.ms", 30000)) / 1000 + 5)
         except KafkaDeliveryError as err:
             self._producer = None  # an idempotent producer cannot go on after a failure
-            raise KafkaUnavailable(
-                f"kafka broker {self.servers} unreachable (kafka.bootstrap.servers): {err}"
-            ) from None
+            raise KafkaUnavailable.broker(self.servers, str(err)) from None
         return data.num_rows
 
 
@@ -99,17 +97,15 @@ def check_broker(
 ) -> None:
     """The broker of `client` (librdkafka settings) answers within `timeout_s` (else
     KafkaUnavailable) and has or creates each of `topics` (else a UserError naming `where`)."""
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException
 
     servers = client.get("bootstrap.servers", "?")
-    producer = Producer({**client, "log_level": 0})
+    metadata = KafkaProducer({**client, "log_level": 0}).client
     for topic in topics:
         try:
-            found = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            found = metadata.list_topics(topic, timeout=timeout_s).topics.get(topic)
         except KafkaException as err:
-            raise KafkaUnavailable(
-                f"kafka broker {servers} unreachable (kafka.bootstrap.servers): {err.args[0].str()}"
-            ) from None
+            raise KafkaUnavailable.broker(servers, err.args[0].str()) from None
         # A broker that creates topics on first use answers LEADER_NOT_AVAILABLE meanwhile.
         if found is None or (
             found.error is not None and found.error.code() != KafkaError.LEADER_NOT_AVAILABLE

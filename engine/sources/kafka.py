@@ -159,10 +159,10 @@ def read_range(
                 _lost(opts, partition, position)  # the broker ends before our position
                 break
             elif time.monotonic() > deadline:
-                raise KafkaUnavailable(
-                    f"kafka broker {opts.servers} unreachable (kafka.bootstrap.servers): "
+                raise KafkaUnavailable.broker(
+                    opts.servers,
                     f"topic {opts.topic} partition {partition} stuck at offset {position} "
-                    f"of {end} for {patience:g} s"
+                    f"of {end} for {patience:g} s",
                 )
             if end < 0 or (msgs and msgs[-1].error() is None and msgs[-1].offset() >= end - 1):
                 break

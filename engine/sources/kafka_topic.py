@@ -161,10 +161,7 @@ class TopicClient:
 
     def unavailable(self, why: str) -> KafkaUnavailable:
         """The error for a broker that does not answer, naming it and the topic."""
-        return KafkaUnavailable(
-            f"kafka broker {self.opts.servers} unreachable (kafka.bootstrap.servers), "
-            f"topic {self.opts.topic}: {why}"
-        )
+        return KafkaUnavailable.broker(self.opts.servers, f"topic {self.opts.topic}: {why}")
 
     def partitions(self, *, seen: bool = False) -> list[int]:
         """The topic's partitions. A topic missing at the start is the user's error; one that
