@@ -85,13 +85,14 @@ def _sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
     RSS counts pages shared by forked Python workers once per process, so the sum is an upper
     bound of the memory the tree really holds. A child that Java or Hadoop is spawning (vfork,
     before it runs its own program) shares its parent's address space: it is left out, as
-    counting it would count the JVM twice.
+    counting it would count the JVM twice. It is known by its parent's program and address
+    space size, not by its RSS, which moves between the two reads.
     """
     try:
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0
-    shapes: dict[int, tuple[str, int, int]] = {}
+    shapes: dict[int, tuple[str, int]] = {}
     total = 0
     for proc in procs:
         # Python workers come and go between listing and reading; a vanished one adds nothing.
@@ -99,7 +100,7 @@ def _sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
             times = proc.cpu_times()
             cpu[proc.pid] = times.user + times.system
             mem = proc.memory_info()
-            shapes[proc.pid] = shape = (proc.exe(), mem.rss, mem.vms)
+            shapes[proc.pid] = shape = (proc.exe(), mem.vms)
             if shapes.get(proc.ppid()) != shape:
                 total += mem.rss
     return total
