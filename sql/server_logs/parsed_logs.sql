@@ -51,7 +51,11 @@ lines AS (
 -- * one event type with all its fields, none NULL, and no other key anywhere: a key has one
 --   colon, so splitting the line at ':' gives one piece per key, plus one, plus the timestamp's
 --   own colons (a colon in any other text makes the line irregular). So no duplicate key either,
---   which VARIANT rejects and from_json reads as its last value.
+--   which VARIANT rejects and from_json reads as its last value. A Purchase's fields are checked
+--   as arrays, without a lambda (Spark interprets a lambda row by row, outside its generated
+--   code): array_contains(a, v) is NULL when a holds a NULL and not v, so an item without the
+--   field makes the line irregular; so does an empty ProductId or Price or a zero Quantity, which
+--   only sends a rare line down the slower path.
 checked AS (
   SELECT
     utf8,
@@ -79,10 +83,9 @@ checked AS (
               AND j.EventType.ProductView.Price > 0
               THEN 2
             WHEN j.EventType.AddToCart IS NULL AND j.EventType.ProductView IS NULL
-              AND forall(
-                j.EventType.Purchase,
-                p -> p.ProductId IS NOT NULL AND p.Price IS NOT NULL AND p.Quantity IS NOT NULL
-              )
+              AND NOT array_contains(j.EventType.Purchase.ProductId, '')
+              AND NOT array_contains(j.EventType.Purchase.Price, '')
+              AND NOT array_contains(j.EventType.Purchase.Quantity, 0)
               THEN 3 * size(j.EventType.Purchase)
           END,
       false
@@ -195,6 +198,7 @@ fields AS (
     utf8,
     raw,
     source_file,
+    regular,
     utf8 AND NOT regular AND doc IS NULL AS malformed,
     wrong_type,
     if(regular, j.CustomerId, try_variant_get(doc, '$.CustomerId', 'string')) AS customer_id,
@@ -245,7 +249,9 @@ typed AS (
   FROM fields
 ),
 -- The reasons checked since the start come first, so a line keeps the reason it always had;
--- later checks only catch lines that used to pass.
+-- later checks only catch lines that used to pass. The item checks avoid lambdas where they can
+-- (see `checked`): every item of a regular line has its ProductId, and array_contains is NULL
+-- when an item lacks its price or quantity (a price of -1 or a quantity of 0 fails anyway).
 judged AS (
   SELECT
     *,
@@ -258,10 +264,11 @@ judged AS (
       WHEN event_time IS NULL THEN concat('unparseable timestamp: ', timestamp_text)
       WHEN event_type IS NULL THEN 'missing or unknown EventType'
       WHEN size(items) = 0 THEN 'Purchase without items'
-      WHEN exists(items, i -> i.product_id IS NULL) THEN 'item without ProductId'
-      WHEN exists(items, i -> i.price IS NULL OR i.price < 0)
+      WHEN NOT regular AND exists(items, i -> i.product_id IS NULL)
+        THEN 'item without ProductId'
+      WHEN coalesce(array_contains(items.price, -1D) OR array_min(items.price) < 0, true)
         THEN 'missing, negative or unparseable Price'
-      WHEN exists(items, i -> i.quantity IS NULL OR i.quantity < 1)
+      WHEN coalesce(array_contains(items.quantity, 0) OR array_min(items.quantity) < 1, true)
         THEN 'missing or non-positive Quantity'
       WHEN wrong_type IS NOT NULL THEN wrong_type
     END AS reject_reason

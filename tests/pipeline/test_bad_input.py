@@ -175,8 +175,19 @@ def log(
     return f'{{"timestamp":{ts},"CustomerId":{cid},"EventType":{event},"Source":{source}}}'
 
 
+def item(price: str = '"12.5$"', quantity: str = "2", product: str = '"200_PId"') -> str:
+    return f'{{"ProductId":{product},"Price":{price},"Quantity":{quantity}}}'
+
+
+def buys(*items: str) -> str:
+    return f'{{"Purchase":[{",".join(items)}]}}'
+
+
 def buy(price: str = '"12.5$"', quantity: str = "2", product: str = '"200_PId"') -> str:
-    return f'{{"Purchase":[{{"ProductId":{product},"Price":{price},"Quantity":{quantity}}}]}}'
+    return buys(item(price, quantity, product))
+
+
+ITEM = item()
 
 
 def stamp(moment: datetime) -> str:
@@ -226,6 +237,23 @@ SERVER_LOGS: list[tuple[str | bytes, Any]] = [
     (log(event=buy(price='"-Infinity$"')), "missing, negative or unparseable Price"),
     (log(event=buy(quantity="0")), "missing or non-positive Quantity"),
     (log(event=buy(quantity='"abc"')), "missing or non-positive Quantity"),
+    # The item checks on a Purchase of several items, and on a null field or item.
+    (log(event=buy(product="null")), "item without ProductId"),
+    (log(event=buy(price="null")), "missing, negative or unparseable Price"),
+    (log(event=buy(quantity="null")), "missing or non-positive Quantity"),
+    (log(event=buys(ITEM, "null")), "item without ProductId"),
+    (log(event=buys(ITEM, item(price='"-0.5$"'))), "missing, negative or unparseable Price"),
+    (log(event=buys(item(price="null"), ITEM)), "missing, negative or unparseable Price"),
+    (log(event=buys(ITEM, item(quantity="0"))), "missing or non-positive Quantity"),
+    (
+        log(event=buys(item(product='""', price='"0$"'), ITEM)),
+        (
+            *BOUGHT[:3],
+            '[{"product_id":"","price":0.0,"quantity":2},'
+            '{"product_id":"200_PId","price":12.5,"quantity":2}]',
+            BOUGHT[4],
+        ),
+    ),
     # Not UTF-8: kept as base64, not parsed.
     (log(cid='"10\xff28_CId"').encode("latin-1"), UTF8),
     (b"\xc3\x28", UTF8),  # a lead byte without its continuation
