@@ -183,8 +183,9 @@ def buys(*items: str) -> str:
     return f'{{"Purchase":[{",".join(items)}]}}'
 
 
-def buy(price: str = '"12.5$"', quantity: str = "2", product: str = '"200_PId"') -> str:
-    return buys(item(price, quantity, product))
+def buy(**fields: str) -> str:
+    """A Purchase of one item (`item`'s fields)."""
+    return buys(item(**fields))
 
 
 ITEM = item()
@@ -245,6 +246,7 @@ SERVER_LOGS: list[tuple[str | bytes, Any]] = [
     (log(event=buys(ITEM, item(price='"-0.5$"'))), "missing, negative or unparseable Price"),
     (log(event=buys(item(price="null"), ITEM)), "missing, negative or unparseable Price"),
     (log(event=buys(ITEM, item(quantity="0"))), "missing or non-positive Quantity"),
+    (log(event=buys(ITEM, item(quantity="-1"))), "missing or non-positive Quantity"),
     (
         log(event=buys(item(product='""', price='"0$"'), ITEM)),
         (
