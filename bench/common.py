@@ -321,7 +321,7 @@ def print_runs(runs: dict[str, dict[str, Any]], labels: dict[str, str]) -> None:
             f"   start-up {secs(r['startup_s']).strip():>7}"
             f"   CPU {r['tree_cpu_s']:5.0f} s (other {r['other_cpu_s']:3.0f} s){ratio_s}"
         )
-        # The pipeline's queries run side by side, each reading the input itself.
+        # One query, `main`, unless the pipeline's `queries:` takes tables out into their own.
         for query, v in (r.get("queries") or {}).items() if key.startswith("pipeline") else ():
             batches = ", ".join(f"{b:.1f}" for b in v["batch_s"])
             label = f"  query {query.rsplit('/', 1)[-1]}"
