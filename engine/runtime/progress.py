@@ -71,8 +71,8 @@ class ProgressListener(StreamingQueryListener):
         self.quiet = quiet
         #: Where each batch's progress is logged (the lake's event log).
         self.recorder = recorder
-        # Each table of a query is a branch that reads the source itself; Spark counts every
-        # read, so input rows are divided by the branches to count input records once.
+        # Each streaming output of a query is a branch that reads the source itself; Spark
+        # counts every read, so input rows are divided by the branches to count records once.
         self.branches: dict[str, int] = {}
         self.totals: dict[str, QueryTotals] = {}
         #: Each query's latest run id (a restarted query gets a new one).
