@@ -306,8 +306,24 @@ def _await_sources(query: StreamingQuery, timeout_s: float = 120.0) -> None:
 
 
 def _stop_between_batches(query: StreamingQuery, timeout_s: float = 120.0) -> None:
-    _wait_while(query, lambda status: status["isTriggerActive"], timeout_s)
+    """Stop once the batch under way has ended (at once when none is).
+
+    Not "wait until no trigger is active": batches that follow back to back (a processing-time
+    timeout runs one per trigger) never leave such a moment, and the stop would wait for its
+    timeout. A batch just starting when the stop lands is interrupted before it commits and
+    runs again on the next start."""
+    running = _last_batch(query)
+    _wait_while(
+        query,
+        lambda status: status["isTriggerActive"] and _last_batch(query) == running,
+        timeout_s,
+    )
     query.stop()
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    last = query.lastProgress
+    return None if last is None else last.batchId
 
 
 def _drain(query: StreamingQuery, interval_s: float, timeout_s: float = 120.0) -> None:
