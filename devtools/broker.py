@@ -10,6 +10,7 @@ in a temporary folder that goes with it.
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import socket
 import subprocess
@@ -31,6 +32,8 @@ __all__ = ["Broker", "BrokerKind", "create_topics", "default_kind", "free_port"]
 BrokerKind = Literal["kafka", "tansu"]
 #: A small broker: the JVM heap it gets.
 KAFKA_HEAP = "-Xmx384m"
+#: A Java exception with its message, as a stack trace prints it.
+_EXCEPTION = re.compile(r"^(Caused by: )?[\w.$]+(Exception|Error): ")
 
 
 def free_port() -> int:
@@ -38,6 +41,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _other_port(port: int) -> int:
+    """A free port that is not `port`: right after a release the kernel may hand it out again."""
+    while (other := free_port()) == port:
+        pass
+    return other
+
+
+def _exit_reason(output: Path, start: int) -> str:
+    """Why a broker exited, from what it wrote to `output` after byte `start`: the first
+    exception with a message, else the first error line, else the last line."""
+    with output.open("rb") as f:
+        f.seek(start)
+        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    picks = (
+        [ln for ln in lines if _EXCEPTION.search(ln)]
+        + [ln for ln in lines if "ERROR" in ln]
+        + lines[-1:]
+    )
+    return picks[0][:300] if picks else "it printed nothing"
 
 
 def _binary() -> str:
@@ -163,26 +187,35 @@ class Broker:
                 "broker: Apache Kafka's jars (.jars/kafka-broker, fetched by `make`) or java "
                 "not found"
             )
-        self._data = Path(tempfile.mkdtemp(prefix="streamlake-kafka-"))
         logs = self._data / "logs"
         _kafka_meta(logs)
         props = self._data / "server.properties"
-        props.write_text(_kafka_properties(self.port, free_port(), logs))
+        props.write_text(_kafka_properties(self.port, _other_port(self.port), logs))
         return ["java", KAFKA_HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true", f"-Dkafka.logs.dir={self._data}",
                 "-cp", classpath, "kafka.Kafka", str(props)]  # fmt: skip
 
     def start(self, topics: Sequence[str] = (), *, partitions: int = 1) -> Broker:
         """Start the process, wait until it serves metadata, create `topics`."""
-        out = self.log.open("ab") if self.log else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            self._command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        self._data = Path(tempfile.mkdtemp(prefix="streamlake-broker-"))
+        # Without a log of the caller's, the output still goes to a file: a broker that exits
+        # at start says why in it.
+        output = self.log or self._data / "broker.out"
+        try:
+            with output.open("ab") as out:
+                start = out.tell()
+                self.process = subprocess.Popen(
+                    self._command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+        except BaseException:
+            self.stop()
+            raise
         deadline = time.monotonic() + 60
         while True:
             if self.process.poll() is not None:
+                reason = _exit_reason(output, start)
                 self.stop()
-                raise UserError(f"broker: {self.label} exited at start (port {self.port} in use?)")
+                raise UserError(f"broker: {self.label} exited at start on {self.servers}: {reason}")
             if self._ready():
                 break
             if time.monotonic() > deadline:

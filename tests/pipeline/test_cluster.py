@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from devtools.broker import free_port
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
@@ -36,12 +36,6 @@ sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__modu
 sys.path[:] = [p for p in sys.path if "__editable__" not in p and p != {project!r}]
 open(os.path.join({markers!r}, str(os.getpid())), "w").close()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_worker(ui_port: int, process: subprocess.Popen, timeout_s: float = 90.0) -> None:
