@@ -55,7 +55,8 @@ def _exit_reason(output: Path, start: int) -> str:
     exception with a message, else the first error line, else the last line."""
     with output.open("rb") as f:
         f.seek(start)
-        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+        text = f.read().decode(errors="replace")
+    lines = [ln for ln in map(str.strip, text.splitlines()) if ln]
     picks = (
         [ln for ln in lines if _EXCEPTION.search(ln)]
         + [ln for ln in lines if "ERROR" in ln]

@@ -213,17 +213,18 @@ def test_broker_command_serves_topics_until_ctrl_c():
     for _ in range(3):
         port = free_port()
         proc, first = broker_command(port)
-        if first or f"bind to 127.0.0.1:{port}: Address already in use" not in proc.stderr.read():
+        errors = "" if first else proc.stderr.read()
+        if f"bind to 127.0.0.1:{port}: Address already in use" not in errors:
             break
     try:
-        assert f"on 127.0.0.1:{port}; topics: sensor-anomalies, sensor-readings" in first
+        assert f"on 127.0.0.1:{port}; topics: sensor-anomalies, sensor-readings" in first, errors
         produce(f"127.0.0.1:{port}", "sensor-readings", ["hello"])
         assert [m.value() for m in consume(f"127.0.0.1:{port}", "sensor-readings", expect=1)] == [
             b"hello"
         ]
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 0, proc.stderr.read()
+        assert proc.wait(30) == 0, errors + proc.stderr.read()
 
 
 def test_broker_command_on_a_port_in_use_says_why_in_one_line():
