@@ -43,6 +43,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _in_use(port: int) -> bool:
+    """Whether a process listens on 127.0.0.1:`port`: a broker's readiness check (a connect)
+    would take that process for the broker."""
+    with socket.socket() as s:
+        # As servers do: connections of a stopped broker still in TIME_WAIT do not count.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def _other_port(port: int) -> int:
     """A free port that is not `port`: right after a release the kernel may hand it out again."""
     while (other := free_port()) == port:
@@ -198,6 +211,8 @@ class Broker:
 
     def start(self, topics: Sequence[str] = (), *, partitions: int = 1) -> Broker:
         """Start the process, wait until it serves metadata, create `topics`."""
+        if _in_use(self.port):
+            raise UserError(f"broker: 127.0.0.1:{self.port} is in use by another process")
         self._data = Path(tempfile.mkdtemp(prefix="streamlake-broker-"))
         # Without a log of the caller's, the output still goes to a file: a broker that exits
         # at start says why in it.
