@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,6 @@ def test_exit_reason_is_the_first_exception_else_error_else_last_line(
 
 
 def test_a_listening_port_is_in_use_and_a_closed_one_is_not() -> None:
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
