@@ -120,11 +120,14 @@ def table_rows(lake: Path) -> dict[str, int | None]:
     """Rows of each Delta table the pipeline writes (None: the table is not there)."""
     from deltalake import DeltaTable
 
+    from engine.lake import scanner
+
     rows: dict[str, int | None] = {}
     for table in TABLES:
         path = lake / table
-        is_table = DeltaTable.is_deltatable(str(path))
-        rows[table] = DeltaTable(str(path)).to_pyarrow_table().num_rows if is_table else None
+        rows[table] = None
+        if DeltaTable.is_deltatable(str(path)):
+            rows[table] = scanner(DeltaTable(str(path)).to_pyarrow_dataset()).count_rows()
     return rows
 
 

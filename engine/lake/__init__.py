@@ -5,12 +5,28 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 
 from engine.errors import UserError, first_line
 
-__all__ = ["LATEST", "Snapshot", "lake_tables", "table_path"]
+if TYPE_CHECKING:
+    import pyarrow.dataset as pds
+
+__all__ = ["LATEST", "Snapshot", "lake_tables", "scanner", "table_path"]
+
+
+def scanner(rows: pds.Dataset) -> pds.Scanner:
+    """A scan of `rows` (a Delta table's files, from delta-rs) that reads on the calling thread."""
+    # No worker threads and no read-ahead: a process that exits while Arrow's pools still wind
+    # down after a scan can abort ("terminate called without an active exception", exit 134;
+    # docs/decisions.md). Imported here: pyarrow.dataset loads pandas, which planning does without.
+    import pyarrow.dataset as pds
+
+    return rows.scanner(
+        use_threads=False, fragment_scan_options=pds.ParquetFragmentScanOptions(pre_buffer=False)
+    )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from engine.lake import scanner
+
 __all__ = ["EVENT_LOG", "SCHEMA", "Event", "EventKind", "EventLog", "event_lines"]
 
 EVENT_LOG = "_event_log"
@@ -120,9 +122,7 @@ class EventLog:
         newest `last` only if given."""
         if not DeltaTable.is_deltatable(str(self.path)):
             return SCHEMA.empty_table()
-        # One thread: a short command that exits right after a threaded scan can abort in
-        # Arrow's thread pool ("terminate called without an active exception", seen here).
-        data = DeltaTable(str(self.path)).to_pyarrow_dataset().to_table(use_threads=False)
+        data = scanner(DeltaTable(str(self.path)).to_pyarrow_dataset()).to_table()
         rows = sorted(data.to_pylist(), key=lambda r: (r["event_time"], r["kind"]))
         if pipeline is not None:
             rows = [r for r in rows if r["pipeline"] in (pipeline, None)]

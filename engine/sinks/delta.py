@@ -17,6 +17,7 @@ from deltalake import (
 )
 
 from engine.definitions.tables import TableDef
+from engine.lake import scanner
 from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
 from engine.sinks import BatchId
@@ -116,7 +117,7 @@ class DeltaSink:
         wider = pa.schema(
             [declared.field(f.name) if f.name in declared.names else f for f in rows.schema]
         )
-        batches = (batch.cast(wider) for batch in rows.to_batches())
+        batches = (batch.cast(wider) for batch in scanner(rows).to_batches())
         self._overwrite(pa.RecordBatchReader.from_batches(wider, batches))
 
     def rebuild(self, *, pipeline: str | None) -> None:
