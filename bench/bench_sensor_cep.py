@@ -120,14 +120,13 @@ def table_rows(lake: Path) -> dict[str, int | None]:
     """Rows of each Delta table the pipeline writes (None: the table is not there)."""
     from deltalake import DeltaTable
 
-    from engine.lake import scanner
+    from engine.lake import read_arrow
 
     rows: dict[str, int | None] = {}
     for table in TABLES:
         path = lake / table
-        rows[table] = None
-        if DeltaTable.is_deltatable(str(path)):
-            rows[table] = scanner(DeltaTable(str(path)).to_pyarrow_dataset()).count_rows()
+        is_table = DeltaTable.is_deltatable(str(path))
+        rows[table] = read_arrow(DeltaTable(str(path))).num_rows if is_table else None
     return rows
 
 

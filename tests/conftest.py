@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from engine.lake import scanner
+from engine.lake import read_arrow
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def spark() -> Iterator[SparkSession]:
 
 def read_table(lake: Path, name: str, *, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """All rows of a Delta table as dicts, in a stable order, without the `drop` columns."""
-    rows = scanner(DeltaTable(str(lake / name)).to_pyarrow_dataset()).to_table().to_pylist()
+    rows = read_arrow(DeltaTable(str(lake / name))).to_pylist()
     rows = [{k: v for k, v in r.items() if k not in drop} for r in rows]
     return sorted(rows, key=lambda r: [str(r[k]) for k in sorted(r)])
 

@@ -12,9 +12,10 @@ from deltalake import DeltaTable
 from engine.errors import UserError, first_line
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.dataset as pds
 
-__all__ = ["LATEST", "Snapshot", "lake_tables", "scanner", "table_path"]
+__all__ = ["LATEST", "Snapshot", "lake_tables", "read_arrow", "scanner", "table_path"]
 
 
 def scanner(rows: pds.Dataset) -> pds.Scanner:
@@ -27,6 +28,11 @@ def scanner(rows: pds.Dataset) -> pds.Scanner:
     return rows.scanner(
         use_threads=False, fragment_scan_options=pds.ParquetFragmentScanOptions(pre_buffer=False)
     )
+
+
+def read_arrow(table: DeltaTable) -> pa.Table:
+    """Every row of `table`, at the version it was opened at, read by `scanner`."""
+    return scanner(table.to_pyarrow_dataset()).to_table()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from engine.lake import scanner
+from engine.lake import read_arrow
 
 __all__ = ["EVENT_LOG", "SCHEMA", "Event", "EventKind", "EventLog", "event_lines"]
 
@@ -122,7 +122,7 @@ class EventLog:
         newest `last` only if given."""
         if not DeltaTable.is_deltatable(str(self.path)):
             return SCHEMA.empty_table()
-        data = scanner(DeltaTable(str(self.path)).to_pyarrow_dataset()).to_table()
+        data = read_arrow(DeltaTable(str(self.path)))
         rows = sorted(data.to_pylist(), key=lambda r: (r["event_time"], r["kind"]))
         if pipeline is not None:
             rows = [r for r in rows if r["pipeline"] in (pipeline, None)]

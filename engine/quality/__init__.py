@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 
 from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
-from engine.lake import lake_tables, scanner
+from engine.lake import lake_tables, read_arrow, scanner
 from engine.lake.event_log import Event, EventLog
 from engine.lake.values import json_safe
 from engine.project import PROJECT, Project
@@ -197,10 +197,10 @@ def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.
     delta = DeltaTable(str(path))
     version = delta.version()
     if since is None or since > version:  # never validated, or the table was recreated
-        return version, "whole table", scanner(delta.to_pyarrow_dataset()).to_table()
+        return version, "whole table", read_arrow(delta)
     if table.mode != "append":
         # A merge rewrites rows in place: the only sound check of a key is the whole table.
-        return version, "whole table (merged)", scanner(delta.to_pyarrow_dataset()).to_table()
+        return version, "whole table (merged)", read_arrow(delta)
     if since == version:
         return version, f"no rows added since version {since}", table.arrow_schema.empty_table()
     return version, f"rows added since version {since}", _rows_since(path, since)

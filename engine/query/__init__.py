@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError, first_line
-from engine.lake import LATEST, Snapshot, scanner, table_path
+from engine.lake import LATEST, Snapshot, read_arrow, table_path
 from engine.lake.values import repair_text
 from engine.query.functions import check_bare_names, check_calls
 
@@ -88,7 +88,7 @@ def read_tables(tree: exp.Query, lake: Path, snapshot: Snapshot = LATEST) -> dic
     read: dict[str, pa.Table] = {}
     for name in referenced_tables(tree):
         table = snapshot.open(name, table_path(lake, name))
-        read[name] = repair_text(scanner(table.to_pyarrow_dataset()).to_table())
+        read[name] = repair_text(read_arrow(table))
     return read
 
 

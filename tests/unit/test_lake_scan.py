@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from engine.lake import scanner
+from engine.lake import read_arrow
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -19,8 +19,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 READ_AND_EXIT = """
 import sys
 from deltalake import DeltaTable
-from engine.lake import scanner
-print(scanner(DeltaTable(sys.argv[1]).to_pyarrow_dataset()).to_table().num_rows)
+from engine.lake import read_arrow
+print(read_arrow(DeltaTable(sys.argv[1])).num_rows)
 """
 
 
@@ -31,10 +31,22 @@ def _table(path: Path) -> Path:
     return path
 
 
-def test_scanner_reads_every_row(tmp_path):
+def test_read_arrow_reads_every_row(tmp_path):
     path = _table(tmp_path / "t")
-    table = scanner(DeltaTable(str(path)).to_pyarrow_dataset()).to_table()
+    table = read_arrow(DeltaTable(str(path)))
     assert sorted(table.column("id").to_pylist()) == list(range(1_000))
+
+
+def test_tables_are_read_through_the_scanner_only():
+    """delta-rs's own readers scan with Arrow's threads (see READ_AND_EXIT)."""
+    found = [
+        f"{path.relative_to(PROJECT)}:{n}"
+        for folder in ("engine", "devtools", "bench", "tests")
+        for path in sorted((PROJECT / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "to_pyarrow_table(" in line and path != Path(__file__).resolve()
+    ]
+    assert found == []
 
 
 def test_a_process_that_reads_a_table_and_exits_at_once_exits_cleanly(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable
 
 from engine.definitions.tables import load_tables
-from engine.lake import scanner
+from engine.lake import read_arrow
 from engine.project import PROJECT
 from engine.sinks import BatchId
 from engine.sinks.delta import DeltaSink
@@ -54,7 +54,7 @@ def purchases(n: int) -> pa.Table:
 
 
 def rows(sink: DeltaSink) -> list[dict]:
-    return scanner(DeltaTable(str(sink.path)).to_pyarrow_dataset()).to_table().to_pylist()
+    return read_arrow(DeltaTable(str(sink.path))).to_pylist()
 
 
 def test_table_definitions():
