@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +43,17 @@ def _stderr_to(log_file: Path | None) -> Iterator[None]:
         os.close(target)
 
 
+@functools.cache
+def _scratch_warehouse() -> str:
+    # Every table lives in the lake by path and no command uses the catalog's tables, yet Spark
+    # makes a folder for its default database when it starts. Left to Spark, that is an empty
+    # `spark-warehouse/` in whatever folder the command was started from, a read-only `query`
+    # included; here it is a temporary folder, removed when the process ends.
+    path = tempfile.mkdtemp(prefix="streamlake-warehouse-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def get_spark(
     conf: Mapping[str, str] | None = None, *, log_file: Path | None = None
 ) -> SparkSession:
@@ -55,6 +70,8 @@ def get_spark(
     # The Spark packages fetched by `make` (engine/runtime/jars.py); a Connect server has its own.
     packages = {} if remote else find_packages().spark_conf()
     settings = {**DEFAULT_CONF, **packages, **(conf or {})}
+    if not remote:
+        settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
     check_reachable(settings)  # an unreachable master: one line now, not a minute of retries
     settings.update(executor_conf(settings))
     builder = SparkSession.builder

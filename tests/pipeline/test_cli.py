@@ -131,12 +131,15 @@ def test_bad_sql_in_a_step_names_the_file(tmp_path, sql, message):
 
 def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
     lake = tmp_path / "lake"
-    run = runner("run", "server_logs", "--once", "--quality", "--lake", str(lake))
+    started_in = tmp_path / "work"
+    started_in.mkdir()
+    run = runner("run", "server_logs", "--once", "--quality", "--lake", str(lake), cwd=started_in)
     assert run.returncode == 0, run.stderr
     # The bundled sample: data/server_logs (see data/README.md).
     assert "input lines 8 = 7 events + 1 quarantined" in run.stdout
     assert "carts: passed" in run.stdout and "sessions: passed" in run.stdout
     assert (lake / "_quality" / "index.html").is_file()
+    assert list(started_in.iterdir()) == []  # no spark-warehouse/ where the user stood
     result = runner(
         "query",
         "SELECT customer_id, total_items, total_price FROM carts",

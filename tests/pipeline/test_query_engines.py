@@ -173,17 +173,18 @@ def test_function_list_covers_spark(spark):
     assert listed - words <= {"identifier"}  # a clause, not a function Spark lists
 
 
-def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake):
+def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_path):
     sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
     args = ["query", sql, "--lake", str(lake), "--engine", "spark", "--format", "json"]
     result = subprocess.run(
         [sys.executable, str(PROJECT / "runner.py"), *args],
-        cwd=PROJECT,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == []  # read-only: not even a spark-warehouse/ here
 
     def refuse(token: str) -> Any:
         raise ValueError(f"not JSON: {token}")
