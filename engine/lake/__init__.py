@@ -63,9 +63,22 @@ class Snapshot:
             if self.as_of is not None:
                 table.load_as_version(self.as_of)
         except Exception as err:  # delta-rs raises several types for a missing version
-            wanted = f"--version {self.version}" if self.as_of is None else "--as-of"
-            raise UserError(f"query: table '{name}' at {wanted}: {first_line(err)}") from None
+            raise UserError(self._missing(name, path, err)) from None
         return table
+
+    def _missing(self, name: str, path: Path, err: Exception) -> str:
+        if self.as_of is None:
+            try:
+                versions = [commit["version"] for commit in DeltaTable(str(path)).history()]
+            except Exception:  # the table does not open at all: delta-rs's own error says why
+                versions = []
+            if versions:
+                return (
+                    f"query: table '{name}' has versions {min(versions)} to {max(versions)}, "
+                    f"not --version {self.version}"
+                )
+        wanted = f"--version {self.version}" if self.as_of is None else "--as-of"
+        return f"query: table '{name}' at {wanted}: {first_line(err)}"
 
 
 LATEST = Snapshot()

@@ -105,13 +105,10 @@ def _spark_tables(
     for name in referenced_tables(tree):
         path = table_path(lake, name)
         reader = spark.read.format("delta")
-        if snapshot.version is not None:
-            reader = reader.option("versionAsOf", snapshot.version)
-        if snapshot.as_of is not None:
-            # The version current then, as delta-rs picks it (Spark's timestampAsOf refuses a
-            # time after the last commit).
-            version = snapshot.open(name, path).version()
-            reader = reader.option("versionAsOf", version)
+        if snapshot != LATEST:
+            # The version as delta-rs picks it, so both engines read the same one and refuse a
+            # missing one alike (Spark's timestampAsOf also refuses a time after the last commit).
+            reader = reader.option("versionAsOf", snapshot.open(name, path).version())
         frames[name] = reader.load(str(path))
     return frames
 

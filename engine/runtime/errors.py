@@ -24,9 +24,19 @@ _RAISED = re.compile(
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)$', re.M)
 
 
+def _message(err: Exception) -> str:
+    # pyspark builds the message of a JVM error from Spark's own list of error classes, and
+    # fails on one it lacks (delta-spark's DELTA_* classes: "Cannot find main error class");
+    # the error's own text then says the same.
+    try:
+        return str(getattr(err, "getMessage", lambda: "")() or err)
+    except Exception:
+        return str(err)
+
+
 def spark_error_line(err: Exception) -> str:
     """The first meaningful line of a Spark error, without the JVM stack trace."""
-    text = str(getattr(err, "getMessage", lambda: "")() or err).strip()
+    text = _message(err).strip()
     own = _OWN_ERROR.search(text)
     if own:
         # raise_error() in SQL (a FAIL UPDATE expectation) ends the line with Spark's state.
@@ -68,8 +78,7 @@ def _shown(path: str) -> str:
 def as_user_error(err: Exception, prefix: str = "") -> Exception:
     """The error to raise for a failed Spark job: ours (UserError, KafkaUnavailable) when it
     came from our code in a worker, else a RuntimeError; both as one line after `prefix`."""
-    text = str(getattr(err, "getMessage", lambda: "")() or err)
-    own = _OWN_ERROR.search(text)
+    own = _OWN_ERROR.search(_message(err))
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError
     )

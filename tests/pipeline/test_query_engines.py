@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import PySparkException
 
 from engine.errors import UserError
 from engine.lake import Snapshot
@@ -17,6 +18,7 @@ from engine.query import SUBSTITUTE, run_query
 from engine.query.duckdb import run_duckdb
 from engine.query.functions import allowed_functions, refused_functions
 from engine.query.output import print_rows
+from engine.runtime.errors import spark_error_line
 from tests.conftest import PROJECT
 from tests.query_lake import build_lake
 
@@ -138,6 +140,19 @@ def test_time_travel_on_both_engines(spark, lake):
     first = Snapshot(version=1)
     assert printed(run_duckdb(sql, lake, first)) == printed(run_query(spark, sql, lake, first))
     assert [r["customer_id"] for r in printed(run_duckdb(sql, lake, first))] == ["c1", "c2"]
+    missing = r"^query: table 'carts' has versions 0 to \d+, not --version 99$"
+    for run in (run_duckdb, lambda *a: run_query(spark, *a)):
+        with pytest.raises(UserError, match=missing):
+            run(sql, lake, Snapshot(version=99))
+
+
+def test_delta_spark_errors_are_one_line(spark, lake):
+    # pyspark cannot build the message of delta-spark's own error classes and raised instead.
+    with pytest.raises(PySparkException) as caught:
+        spark.read.format("delta").option("versionAsOf", 99).load(str(lake / "carts"))
+    assert spark_error_line(caught.value).startswith(
+        "[DELTA_VERSION_NOT_FOUND] Cannot time travel Delta table to version 99."
+    )
 
 
 def test_spark_leaves_variable_references_as_text(spark, lake):
