@@ -44,6 +44,17 @@ def _log_file(lake: Path) -> Path:
     return lake / "_logs" / "spark.log"
 
 
+def _writable_folder(option: str, path: Path) -> Path:
+    """`path` (absolute) if it is a folder or can be made one; a file or a folder without
+    write permission in the way is a user error naming `option`, found before anything starts."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"{option}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{option}: no permission to write in {existing}")
+    return path
+
+
 def _cmd_pipelines(args: argparse.Namespace) -> int:
     registry = _registry(args)
     for name in registry.names():
@@ -68,8 +79,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     pipeline = _registry(args).get(args.pipeline).with_settings(settings)
     opts = RunOptions(
         writer=writer,  # type: ignore[arg-type]
-        lake=Path(args.lake).resolve(),
-        checkpoints=Path(args.checkpoints).resolve() if args.checkpoints else None,
+        lake=_writable_folder("--lake", Path(args.lake).resolve()),
+        checkpoints=(
+            _writable_folder("--checkpoints", Path(args.checkpoints).resolve())
+            if args.checkpoints
+            else None
+        ),
         new_checkpoint=args.new_checkpoint,
         full_refresh=None if args.full_refresh is None else tuple(args.full_refresh),
         once=args.once,
@@ -182,7 +197,7 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
     report = validate_lake(
         Path(args.lake).resolve(),
-        Path(args.report).resolve() if args.report else None,
+        _writable_folder("--report", Path(args.report).resolve()) if args.report else None,
         args.tables,
         since_last=args.since_last,
         project=_registry(args).project,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,19 @@ def test_pipelines_lists_tables():
             ("run", "server_logs", "--input", "data/server_logs/log1.json"),
             "log1.json is a file; give the folder that holds the files",
         ),
+        (
+            ("run", "server_logs", "--dry-run", "--lake", "data/server_logs/log1.json"),
+            "--lake: " + str(PROJECT / "data/server_logs/log1.json") + " is a file, not a folder",
+        ),
+        (
+            ("run", "server_logs", "--lake", "data/server_logs/log1.json/lake"),
+            "log1.json is a file, not a folder",
+        ),
+        (
+            ("run", "server_logs", "--checkpoints", "data/server_logs/log1.json"),
+            "--checkpoints: " + str(PROJECT / "data/server_logs/log1.json") + " is a file",
+        ),
+        (("quality", "--lake", "data", "--report", "README.md"), "README.md is a file, not a"),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
         (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
         (
@@ -76,6 +91,26 @@ def test_user_errors_are_one_line_and_exit_2(args, message):
     result = runner(*args)
     assert result.returncode == 2, result.stderr
     assert message in one_error_line(result)
+
+
+def test_a_lake_without_write_permission_is_one_line_and_exit_2():
+    base = Path(tempfile.mkdtemp())
+    try:
+        base.chmod(0o755)
+        locked = base / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        args = [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs", "--once"]
+        args += ["--dry-run", "--lake", str(locked / "lake")]
+        if os.geteuid() == 0:  # root may write anywhere: ask as an unprivileged user
+            args = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *args]
+        result = subprocess.run(args, cwd=PROJECT, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert one_error_line(result) == f"error: --lake: no permission to write in {locked}"
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(base)
 
 
 def test_native_kafka_without_the_connector_jar_is_one_line(tmp_path):
