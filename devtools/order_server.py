@@ -7,6 +7,7 @@ sent and the sequence waits; an order that could not be written goes to the next
 from __future__ import annotations
 
 import json
+import math
 import random
 import select
 import socket
@@ -98,8 +99,10 @@ class OrderServer:
         count: int | None = None,
         seed: int = 0,
     ) -> None:
-        if rate < 0:
-            raise UserError(f"--rate: must be 0 (no limit) or more, not {rate:g}")
+        if not 0 <= rate < math.inf:  # NaN fails this too
+            raise UserError(
+                f"--rate: orders per second, 0 (no limit) or a finite number above; not {rate:g}"
+            )
         if count is not None and count < 0:
             raise UserError(f"--count: must be 0 or more, not {count}")
         self.host, self.port = host, port

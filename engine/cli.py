@@ -293,8 +293,8 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see {self.prog} --help)")
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least `low`."""
+def _at_least(low: int, *, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `low` (and at most `most`)."""
 
     def parse(text: str) -> int:
         try:
@@ -303,9 +303,14 @@ def _at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, got {value}")
         return value
 
     return parse
+
+
+_PORT = _at_least(1, most=65535)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -400,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     qual.set_defaults(func=_cmd_quality)
 
     broker = sub.add_parser("broker", help="run a local Kafka broker until Ctrl-C")
-    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--port", type=_PORT, default=9092)
     broker.add_argument("--topics", help="comma-separated (default: the pipelines' topics)")
     broker.add_argument("--partitions", type=_at_least(1), default=1, help="per new topic")
     broker.add_argument(
@@ -411,7 +416,7 @@ def _parser() -> argparse.ArgumentParser:
     broker.set_defaults(func=_cmd_broker)
 
     orders = sub.add_parser("serve-orders", help="serve JSON orders over TCP until Ctrl-C")
-    orders.add_argument("--port", type=int, default=9998)
+    orders.add_argument("--port", type=_PORT, default=9998)
     orders.add_argument("--host", default="127.0.0.1")
     orders.add_argument("--rate", type=float, default=10.0, help="orders per second (0: no limit)")
     orders.add_argument(

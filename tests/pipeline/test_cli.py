@@ -84,6 +84,8 @@ def test_pipelines_lists_tables():
         ),
         (("query", "SELECT 1", "--lake", "/no/such/lake"), "--lake: no lake at /no/such/lake"),
         (("generate", "nope", "--out", "x"), "no generator for pipeline 'nope'"),
+        (("broker", "--port", "99999"), "argument --port: must be at most 65535, got 99999"),
+        (("serve-orders", "--port", "0"), "argument --port: must be at least 1, got 0"),
         (("run", "sensor_cep", "--conf", "source.startingOffsets=now"), "source.startingOffsets"),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import socket
 import subprocess
@@ -156,9 +157,16 @@ def test_no_client_means_nothing_sent_and_stop_ends_it() -> None:
 
 @pytest.mark.parametrize(
     ("options", "option"),
-    [({"rate": -1.0}, "--rate"), ({"count": -5}, "--count")],
+    [
+        ({"rate": -1.0}, "--rate"),
+        ({"rate": math.nan}, "--rate"),
+        ({"rate": math.inf}, "--rate"),
+        ({"count": -5}, "--count"),
+    ],
 )
-def test_negative_options_are_user_errors(options: dict[str, float], option: str) -> None:
+def test_negative_or_endless_options_are_user_errors(
+    options: dict[str, float], option: str
+) -> None:
     with pytest.raises(UserError, match=f"^{option}: "):
         OrderServer("127.0.0.1", 0, **options)  # type: ignore[arg-type]
 
