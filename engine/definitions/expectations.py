@@ -16,7 +16,9 @@ from typing import Literal
 
 import sqlglot
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import SqlglotError
+
+from engine.definitions.syntax import syntax_problem
 
 __all__ = ["Action", "Expectation", "ExpectationError", "parse_expectations", "rejects_view"]
 
@@ -76,8 +78,9 @@ def parse_expectations(text: str, dialect: type[Dialect]) -> tuple[Expectation, 
         name, condition = found["name"].lower(), found["condition"].strip()
         try:
             parsed = sqlglot.parse_one(condition, read=dialect) if condition else None
-        except (ParseError, TokenError) as err:
-            raise ExpectationError(f"expectation {name}: {err}".splitlines()[0], number) from None
+        except SqlglotError as err:
+            message = syntax_problem(err).message
+            raise ExpectationError(f"expectation {name}: {message}", number) from None
         if parsed is None:
             raise ExpectationError(f"expectation {name}: the condition is empty", number)
         if name in _RESERVED:

@@ -13,11 +13,12 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from engine.definitions.durations import parse_duration
 from engine.definitions.expectations import Expectation, ExpectationError, parse_expectations
+from engine.definitions.syntax import syntax_problem
 
 __all__ = [
     "SparkStreaming",
@@ -305,16 +306,9 @@ def load_step(path: Path) -> SqlStep:
     sql = path.read_text()
     try:
         statements = [tree for tree in sqlglot.parse(sql, read=SparkStreaming) if tree]
-    except ParseError as error:
-        first = error.errors[0] if error.errors else {}
-        raise SqlError(
-            first.get("description") or str(error),
-            path=path,
-            line=first.get("line"),
-            col=first.get("col"),
-        ) from error
-    except TokenError as error:
-        raise SqlError(str(error), path=path) from error
+    except SqlglotError as error:
+        problem = syntax_problem(error)
+        raise SqlError(problem.message, path=path, line=problem.line, col=problem.col) from error
 
     create = statements[0] if len(statements) == 1 else None
     properties = create.args.get("properties") if isinstance(create, exp.Create) else None

@@ -12,6 +12,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from engine.definitions.syntax import syntax_problem
 from engine.errors import UserError
 
 __all__ = ["Column", "TableDef", "load_tables"]
@@ -124,10 +125,10 @@ def load_table(path: Path) -> TableDef:
     text = path.read_text()
     try:
         tree = sqlglot.parse_one(text, read="spark")
-    except sqlglot.errors.ParseError as err:
-        first = err.errors[0] if err.errors else {}
-        where = f"{path}:{first.get('line', '?')}:{first.get('col', '?')}"
-        raise UserError(f"{where}: {first.get('description', err)}") from None
+    except sqlglot.errors.SqlglotError as err:
+        problem = syntax_problem(err)
+        where = ":".join(str(p) for p in (path, problem.line, problem.col) if p is not None)
+        raise UserError(f"{where}: {problem.message}") from None
     if not isinstance(tree, exp.Create) or tree.kind != "TABLE":
         raise UserError(f"{path}: expected one CREATE TABLE statement")
     name = tree.this.this.name

@@ -18,7 +18,8 @@ import sqlglot
 from sqlglot import exp
 
 from engine.definitions.sql import SparkStreaming
-from engine.errors import UserError, first_line
+from engine.definitions.syntax import syntax_problem
+from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, read_arrow, table_path
 from engine.lake.values import repair_text
 from engine.query.functions import check_bare_names, check_calls
@@ -48,7 +49,9 @@ def parse_query(sql: str) -> exp.Query:
     try:
         trees = [t for t in sqlglot.parse(sql, read=SparkStreaming) if t is not None]
     except sqlglot.errors.SqlglotError as err:
-        raise UserError(f"query: {first_line(err)}") from None
+        problem = syntax_problem(err)
+        where = f"line {problem.line}, col {problem.col}: " if problem.line else ""
+        raise UserError(f"query: {where}{problem.message}") from None
     finally:
         sqlglot_log.setLevel(level)
     if len(trees) != 1:

@@ -99,6 +99,14 @@ def test_only_one_query_is_accepted(sql):
         parse_query(sql)
 
 
+def test_a_syntax_error_says_where_in_the_words_of_sql():
+    with pytest.raises(UserError) as caught:
+        parse_query("SELECT customer_id\nFROM")
+    assert str(caught.value) == (
+        "query: line 2, col 4: Expected table name but got the end of the text"
+    )
+
+
 def test_duckdb_cannot_reach_files(lake, tmp_path):
     # Even SQL that got past the check could neither read nor write files: the connection
     # loses file-system access (locked) once the tables are registered, which still read.
