@@ -319,7 +319,7 @@ def _parser() -> argparse.ArgumentParser:
         description="streamlake: stateful streaming pipelines written in Spark SQL, into Delta "
         "tables. `runner.py COMMAND --help` tells more.",
     )
-    parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
+    debug = parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
     parser.add_argument("--pipelines", help="folder of pipeline specs (default ./pipelines)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -446,6 +446,12 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--faults", action="store_true", help="add bad, duplicate and late lines")
     gen.set_defaults(func=_cmd_generate)
+    # `--debug` also after the command (`run x --debug`), where users tend to add it; unset
+    # there, it leaves the value given before the command alone.
+    for command in sub.choices.values():
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=debug.help
+        )
     return parser
 
 

@@ -95,6 +95,14 @@ def test_user_errors_are_one_line_and_exit_2(args, message):
     assert message in one_error_line(result)
 
 
+@pytest.mark.parametrize("args", [("--debug", "run", "nope"), ("run", "nope", "--debug")])
+def test_debug_before_or_after_the_command_shows_the_trace(args):
+    result = runner(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert result.stderr.splitlines()[-1].startswith("error: unknown pipeline 'nope'")
+
+
 def test_a_lake_without_write_permission_is_one_line_and_exit_2():
     base = Path(tempfile.mkdtemp())
     try:
