@@ -8,13 +8,10 @@ workers must be told which interpreter to run, and they need the project's packa
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import shutil
 import socket
 import sys
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from engine.errors import UserError
 from engine.project import PROJECT
+from engine.runtime.scratch import scratch_folder
 
 __all__ = ["PACKAGES", "check_reachable", "executor_conf", "project_zip", "ship_project"]
 
@@ -100,10 +98,8 @@ def ship_project(spark: SparkSession, settings: Mapping[str, str]) -> None:
     remote = bool(settings.get("spark.remote"))
     if not remote and _is_local(settings.get("spark.master", "")):
         return  # local executors import the project as the driver does
-    folder = Path(tempfile.mkdtemp(prefix="streamlake-pyfiles-"))
-    # Spark serves the file from this path for the whole run; remove it at exit.
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    archive = project_zip(folder)
+    # Spark serves the file from this path for the whole run.
+    archive = project_zip(scratch_folder("streamlake-pyfiles-"))
     if remote:
         spark.addArtifacts(str(archive), pyfile=True)
     else:

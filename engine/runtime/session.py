@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +17,7 @@ from pyspark.sql import SparkSession
 from engine.runtime.cluster import check_reachable, executor_conf, ship_project
 from engine.runtime.conf import DEFAULT_CONF
 from engine.runtime.jars import DELTA_CATALOG, find_packages
+from engine.runtime.scratch import scratch_folder
 
 __all__ = ["default_writer", "get_spark", "has_delta"]
 
@@ -49,9 +47,7 @@ def _scratch_warehouse() -> str:
     # makes a folder for its default database when it starts. Left to Spark, that is an empty
     # `spark-warehouse/` in whatever folder the command was started from, a read-only `query`
     # included; here it is a temporary folder, removed when the process ends.
-    path = tempfile.mkdtemp(prefix="streamlake-warehouse-")
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
+    return str(scratch_folder("streamlake-warehouse-"))
 
 
 def get_spark(

@@ -104,12 +104,14 @@ def test_debug_before_or_after_the_command_shows_the_trace(args):
 
 
 def test_a_lake_without_write_permission_is_one_line_and_exit_2():
+    # Not below tmp_path: pytest keeps that private to its user, and the run below may be
+    # another user's.
     base = Path(tempfile.mkdtemp())
+    base.chmod(0o755)
+    locked = base / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
     try:
-        base.chmod(0o755)
-        locked = base / "locked"
-        locked.mkdir()
-        locked.chmod(0o555)
         args = [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs", "--once"]
         args += ["--dry-run", "--lake", str(locked / "lake")]
         if os.geteuid() == 0:  # root may write anywhere: ask as an unprivileged user
