@@ -90,7 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         once=args.once,
         input_path=args.input,
     )
-    if args.input or pipeline.source.kind == "files":
+    if args.input is not None or pipeline.source.kind == "files":
         pipeline.input_folder(args.input)
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")

@@ -37,6 +37,7 @@ _MICROS = {
     "day": 86_400_000_000,
     "week": 604_800_000_000,
 }
+_LONGEST = 36_500 * _MICROS["day"]
 _FORM = re.compile(r"\s*(?:interval\s+)?'?\s*(\d+(?:\.\d+)?)\s*'?\s*([a-z]+)\s*'?\s*")
 
 
@@ -82,4 +83,8 @@ def parse_duration(text: str) -> Duration:
     unit = _UNITS.get(word) or (_UNITS.get(word[:-1]) if word.endswith("s") else None)
     if match is None or unit is None:
         raise ValueError(f"not a duration: {text!r} (expected e.g. '5 minutes')")
-    return Duration(float(match.group(1)), unit)
+    duration = Duration(float(match.group(1)), unit)
+    if duration.micros > _LONGEST:
+        # Past this a timedelta or Spark's interval overflows; no timeout or delay needs it.
+        raise ValueError(f"too long a duration: {text!r} (at most 36500 days)")
+    return duration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -98,13 +99,19 @@ class Pipeline:
     def input_folder(self, path: str | None = None) -> Path:
         """The folder a files source reads: `--input` (relative to the working folder) or the
         spec's `path` (relative to the project); a missing folder is a user error."""
+        option = "--input" if path is not None else f"{self.path}: source.path"
+        if path is not None and not path.strip():
+            # An unset shell variable: not the spec's folder, which it would silently read.
+            raise UserError("--input: empty; give the folder that holds the files")
         folder = Path(path or self.source.path or "")
         if not folder.is_absolute():
             folder = (Path.cwd() if path else self.project.root) / folder
         if folder.is_file():
-            raise UserError(f"--input: {folder} is a file; give the folder that holds the files")
+            raise UserError(f"{option}: {folder} is a file; give the folder that holds the files")
         if not folder.is_dir():
-            raise UserError(f"--input: input folder not found: {folder}")
+            raise UserError(f"{option}: input folder not found: {folder}")
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise UserError(f"{option}: no permission to read {folder}")
         return folder
 
     @property

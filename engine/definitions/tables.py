@@ -92,7 +92,11 @@ def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
     if dtype.this == exp.DataType.Type.MAP:
         key, value = dtype.expressions
         return pa.map_(_arrow_type(key, where), _arrow_type(value, where))
-    raise UserError(f"{where}: unsupported column type {dtype.sql(dialect='spark')}")
+    raise UserError(
+        f"{where}: unsupported column type {dtype.sql(dialect='spark')} (supported: STRING, "
+        "BIGINT, INT, SMALLINT, DOUBLE, FLOAT, BOOLEAN, DATE, TIMESTAMP, and ARRAY, STRUCT and "
+        "MAP of them)"
+    )
 
 
 def _column(cdef: exp.ColumnDef, where: Path) -> Column:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlglot.errors import ParseError
 
+from engine.definitions.durations import parse_duration
 from engine.definitions.handler import StateHandler, load_handler_class
 from engine.definitions.pipeline import HandlerSpec, Pipeline
 from engine.definitions.sql import SqlError, SqlStep, load_step, order_steps
@@ -142,7 +143,9 @@ def _sink_findings(
         where = f"query {query.name}"
         for table, view in query.sinks.items():
             if table not in tables:
-                problems.append(f"{where}: unknown table '{table}' (tables/{table}.sql)")
+                if not (pipeline.tables_dir / f"{table}.sql").is_file():
+                    # A file that is there but broken has its own finding, naming the cause.
+                    problems.append(f"{where}: unknown table '{table}' (tables/{table}.sql)")
             elif view.lower() not in views:
                 problems.append(f"{where}: table {table} reads unknown view '{view}'")
         for topic, view in query.topics.items():
@@ -242,6 +245,13 @@ def check_pipeline(
             Finding(pipeline.path, None, None, "once", m)
             for m in _once_findings(pipeline, handlers)
         ]
+    delay = pipeline.settings.get("watermark_delay", "").strip()
+    if delay:
+        try:
+            parse_duration(delay)
+        except ValueError as err:
+            message = f"setting watermark_delay: {err}"
+            findings.append(Finding(pipeline.path, None, None, "setting", message))
     tables, table_findings = _load_tables(pipeline)
     findings += table_findings
     views = {s.name for s in steps} | {h.name.lower() for h in pipeline.handlers} | broken

@@ -4,6 +4,7 @@ emitted to the DataFrames of its tables and topics (plan in engine/plan/queries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 
 from pyspark.errors import PySparkException
@@ -15,6 +16,7 @@ from engine.definitions.expectations import rejects_view
 from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
+from engine.runtime.casts import keeps_values
 from engine.runtime.errors import as_user_error, spark_error_line
 from engine.runtime.expectations import ROWS, apply_rules, batch_counts, rejected_rows
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
@@ -108,15 +110,37 @@ class BatchViews:
         """Where the dropped rows' `source` (their SQL file) is relative to."""
         return self.plan.pipeline.project.root
 
-    @staticmethod
-    def _select(df: DataFrame, sink: Sink, view: str) -> DataFrame:
+    @cached_property
+    def _read_by_steps(self) -> frozenset[str]:
+        """Views that a SQL step or a handler reads: they may carry columns for those."""
+        handlers = {spec.input for spec, _ in self.plan.handlers.values()}
+        return frozenset(handlers).union(*(s.references for s in self.plan.steps.values()))
+
+    def _select(self, df: DataFrame, sink: Sink, view: str) -> DataFrame:
+        names = {c.name.lower() for c in sink.columns}
         missing = [c.name for c in sink.columns if c.name not in df.columns]
         if missing:
             raise UserError(
                 f"{sink.where}: view '{view}' lacks column(s) {', '.join(missing)} "
                 f"of table {sink.name}"
             )
-        return df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in sink.columns])
+        extra = [c for c in df.columns if c.lower() not in names]
+        if extra and view not in self._read_by_steps:
+            # A column the table does not declare and no step reads would be lost unseen.
+            raise UserError(
+                f"{sink.where}: view '{view}' has column(s) {', '.join(extra)} that table "
+                f"{sink.name} lacks: declare them in the table or leave them out of the view"
+            )
+        cast = df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in sink.columns])
+        for column, field in zip(sink.columns, cast.schema.fields, strict=True):
+            given = df.schema[column.name].dataType
+            if not keeps_values(given, field.dataType):
+                raise UserError(
+                    f"{sink.where}: view '{view}' gives column {column.name} as "
+                    f"{given.simpleString().upper()}, which table {sink.name} would cut to "
+                    f"{column.ddl_type}: change the table's type or CAST it in the view"
+                )
+        return cast
 
     def check(self, spark: SparkSession, schema: StructType, sinks: Sequence[Sink]) -> None:
         """Set the `sinks` and run the batch steps once on no rows of the stream's

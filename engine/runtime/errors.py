@@ -22,6 +22,14 @@ _RAISED = re.compile(
     re.M,
 )
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)$', re.M)
+# A JVM error raised by a Spark call in our Python (a write's count(), save()) reaches the
+# traceback as Py4JJavaError, whose own text only names the call; the JVM's error follows it
+# on a line of its own, and the innermost "Caused by" is what went wrong underneath (a file
+# that is not gzip, a permission denied).
+_JAVA_ERROR = re.compile(r"^: ([\w.$]+): (.+)$", re.M)
+_JAVA_CAUSE = re.compile(r"^Caused by: ([\w.$]+): (.+)$", re.M)
+# Errors of Spark's that the input causes, not the pipeline or the machine: a usage error.
+_INPUT_ERRORS = ("[FAILED_READ_FILE",)
 
 
 def _message(err: Exception) -> str:
@@ -51,6 +59,10 @@ def spark_error_line(err: Exception) -> str:
 
 def _python_error(tail: str, raised: re.Match[str]) -> str:
     kind, message, context = raised.group(1), raised.group(2) or "", raised.group(3)
+    if kind.endswith("Py4JJavaError"):
+        java = _java_error(tail[raised.end() :])
+        if java:
+            return java
     message = _SQLSTATE.sub("", message).strip()
     if context:
         return f"{message} (in SQL {context})"
@@ -67,6 +79,22 @@ def _python_error(tail: str, raised: re.Match[str]) -> str:
     return f"{message} ({_shown(path)}:{line} in {function})"
 
 
+def _java_error(text: str) -> str:
+    """The JVM error after a Py4JJavaError, with its innermost cause: '' when there is none."""
+    error = _JAVA_ERROR.search(text)
+    if not error:
+        return ""
+    message = _SQLSTATE.sub("", error.group(2)).strip()
+    causes = [
+        c for c in _JAVA_CAUSE.finditer(text, error.end()) if not c.group(1).startswith("py4j")
+    ]
+    if causes:
+        kind, cause = causes[-1].group(1).rsplit(".", 1)[-1], causes[-1].group(2).strip()
+        if cause not in message:
+            message = f"{message} ({kind}: {cause})"
+    return message
+
+
 def _shown(path: str) -> str:
     """`path` relative to the working folder when it is below it."""
     try:
@@ -76,10 +104,14 @@ def _shown(path: str) -> str:
 
 
 def as_user_error(err: Exception, prefix: str = "") -> Exception:
-    """The error to raise for a failed Spark job: ours (UserError, KafkaUnavailable) when it
-    came from our code in a worker, else a RuntimeError; both as one line after `prefix`."""
+    """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
+    KafkaUnavailable) when our code raised it in a worker or an input file could not be read,
+    else a RuntimeError."""
     own = _OWN_ERROR.search(_message(err))
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError
     )
-    return kind(prefix + spark_error_line(err))
+    line = spark_error_line(err)
+    if line.startswith(_INPUT_ERRORS):
+        kind = UserError
+    return kind(prefix + line)

@@ -428,7 +428,6 @@ def run_pipeline(
         # then fail with a Java error; --once ends here as it does for an unreachable source.
         check_broker(pipeline.kafka, topics, where=pipeline.path)
     sinks = _table_sinks(spark, plan, opts, kind)
-    _deploy(deployment, sinks, plan, out)
     recorder = RunRecorder(opts.lake, pipeline.name, out)
     listener = ProgressListener(out, quiet=opts.quiet, recorder=recorder)
     # Each streaming output of a query is a branch that reads the source itself.
@@ -445,6 +444,8 @@ def run_pipeline(
             streams[name], counts = stream_rows(spark, plan, plan.queries[name])
             result.handler_counts.update(counts)
             views.check(spark, streams[name].schema, writer.sinks)
+    # Only now does the lake change: a view that does not fit its table stopped the run above.
+    _deploy(deployment, sinks, plan, out)
     recorder.writers = result.writers
     recorder.start(_run_details(spark, plan, opts, kind))
     spark.streams.addListener(listener)

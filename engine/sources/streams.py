@@ -3,6 +3,7 @@ package's docstring for their columns)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -24,9 +25,26 @@ __all__ = [
 _ORIGIN = "concat_ws(':', topic, partition, offset) AS origin"
 
 
+# Characters Hadoop reads as a glob pattern in a path.
+_GLOB = re.compile(r"([\\\[\]{}*?])")
+
+
 def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
+    # Spark globs each file's path again when it reads a batch, so a file named report?.json
+    # would also read reportA.json and others, some twice; escaping cannot reach that far.
+    globbed = sorted(
+        p.name
+        for p in folder.iterdir()
+        if _GLOB.search(p.name) and p.is_file() and not p.name.startswith((".", "_"))
+    )
+    if globbed:
+        raise UserError(
+            f"input file {folder / globbed[0]} has one of ? * [ ] {{ }} \\ in its name, which "
+            "Spark reads as a pattern matching other files; rename it"
+        )
     reader = spark.readStream.options(**{k: str(v) for k, v in spec.options.items()})
-    return reader.text(str(folder)).selectExpr(
+    # The folder itself is escaped: g[1] is that folder, not g1.
+    return reader.text(_GLOB.sub(r"\\\1", str(folder))).selectExpr(
         "value",
         "_metadata.file_path AS source_file",
         "_metadata.file_path AS origin",

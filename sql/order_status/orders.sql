@@ -17,7 +17,10 @@ lines AS (
     if(utf8, value, regexp_replace(base64(CAST(value AS BINARY)), '\\s', '')) AS raw,
     origin,
     timestamp AS arrival_time,
-    CASE WHEN utf8 THEN try_parse_json(value) END AS doc
+    CASE WHEN utf8 THEN try_parse_json(value) END AS doc,
+    -- VARIANT's parser reads only a line's first JSON value. Inside brackets, any text after it
+    -- makes the array invalid ({...} xyz, {...}{...}) or a second element ({...}, {...}).
+    CASE WHEN utf8 THEN try_parse_json(concat('[', value, ']')) END AS wrapped
   FROM texts
 ),
 fields AS (
@@ -60,6 +63,8 @@ judged AS (
       WHEN arrival_time < TIMESTAMP '2000-01-01 00:00:00'
         OR arrival_time > current_timestamp() + INTERVAL 1 DAY
         THEN concat('arrival_time out of range: ', arrival_time)
+      WHEN coalesce(array_size(try_variant_get(wrapped, '$', 'array<variant>')) != 1, true)
+        THEN 'text after the JSON object'
     END AS reject_reason
   FROM fields
 )

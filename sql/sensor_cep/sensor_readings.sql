@@ -36,6 +36,9 @@ records AS (
 -- A record is regular when from_json reads it exactly as VARIANT does:
 -- * from_json read a JSON object without error, so sensor_freq is a JSON number; and there is
 --   no \u escape (VARIANT rejects a lone surrogate such as \ud800, from_json does not);
+-- * its one closing brace is its last character: from_json reads the first JSON value of a
+--   record and ignores any text after it. Such a record is read as VARIANT, where that text is
+--   a reject reason (see `wrapped`); a brace in a text field also sends a record there;
 -- * device_id a JSON string or an integer of at most 18 digits, event_time a JSON string. Any
 --   other number, a boolean, an object or array read into a STRING field may be written
 --   differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts the keys of an
@@ -53,6 +56,7 @@ checked AS (
     j,
     coalesce(
       j._corrupt_record IS NULL
+      AND instr(raw, '}') = length(raw)
       AND NOT contains(raw, '\\u')
       AND NOT j.device_id RLIKE '^(-?[0-9]+[.eE]|-?[0-9]{19}|true$|false$|[\\[{"])'
       AND NOT j.event_time RLIKE '^(-?[0-9][0-9.eE+-]*$|true$|false$|[\\[{"])'
@@ -63,8 +67,13 @@ checked AS (
     ) AS regular
   FROM records
 ),
+-- VARIANT's parser also reads only a record's first JSON value. Inside brackets, any text after
+-- it makes the array invalid ({...} xyz, {...}{...}) or a second element ({...}, {...}).
 parsed AS (
-  SELECT *, CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc
+  SELECT
+    *,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(concat('[', raw, ']')) END AS wrapped
   FROM checked
 ),
 -- Each field of a record read as VARIANT, with the JSON type the format gives it: device_id a
@@ -130,6 +139,9 @@ fields AS (
     raw,
     origin,
     utf8 AND NOT regular AND doc IS NULL AS malformed,
+    doc IS NOT NULL
+      AND coalesce(array_size(try_variant_get(wrapped, '$', 'array<variant>')) != 1, true)
+      AS text_after,
     wrong_type,
     if(regular, j.device_id, try_variant_get(doc, '$.device_id', 'string')) AS device_id,
     if(regular, j.sensor_freq, try_variant_get(doc, '$.sensor_freq', 'double')) AS sensor_freq,
@@ -153,6 +165,7 @@ judged AS (
       WHEN event_time_text IS NULL THEN 'missing event_time'
       WHEN event_time IS NULL THEN concat('unparseable event_time: ', event_time_text)
       WHEN wrong_type IS NOT NULL THEN wrong_type
+      WHEN text_after THEN 'text after the JSON object'
     END AS reject_reason
   FROM typed
 )

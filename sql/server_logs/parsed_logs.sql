@@ -48,6 +48,10 @@ lines AS (
 --   concat_ws below matching the pattern;
 -- * Price > 0 for AddToCart and ProductView: -0.0 is the double -0.0 for from_json, the decimal
 --   0 for VARIANT (a zero or negative Price is rare: such a line is just read as VARIANT);
+-- * the line ends with the object's closing brace, and has as many closing braces as its
+--   objects (the line, EventType, and the event or each item): from_json reads the first JSON
+--   value of a line and ignores any text after it. Such a line is read as VARIANT, where that
+--   text is a reject reason (see `wrapped`); a brace in a text field also sends a line there;
 -- * one event type with all its fields, none NULL, and no other key anywhere: a key has one
 --   colon, so splitting the line at ':' gives one piece per key, plus one, plus the timestamp's
 --   own colons (a colon in any other text makes the line irregular). So no duplicate key either,
@@ -64,6 +68,8 @@ checked AS (
     j,
     coalesce(
       j._corrupt_record IS NULL
+      AND endswith(raw, '}')
+      AND size(split(raw, '}')) = if(j.EventType.Purchase IS NULL, 4, 3 + size(j.EventType.Purchase))
       AND NOT contains(raw, '\\u')
       AND NOT concat_ws(
         '\n', j.CustomerId, j.timestamp, j.Source,
@@ -92,8 +98,13 @@ checked AS (
     ) AS regular
   FROM lines
 ),
+-- VARIANT's parser also reads only a line's first JSON value. Inside brackets, any text after it
+-- makes the array invalid ({...} xyz, {...}{...}) or a second element ({...}, {...}).
 parsed AS (
-  SELECT *, CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc
+  SELECT
+    *,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(concat('[', raw, ']')) END AS wrapped
   FROM checked
 ),
 -- Each field of a line read as VARIANT, with the JSON type the format gives it: STRING,
@@ -200,6 +211,9 @@ fields AS (
     source_file,
     regular,
     utf8 AND NOT regular AND doc IS NULL AS malformed,
+    doc IS NOT NULL
+      AND coalesce(array_size(try_variant_get(wrapped, '$', 'array<variant>')) != 1, true)
+      AS text_after,
     wrong_type,
     if(regular, j.CustomerId, try_variant_get(doc, '$.CustomerId', 'string')) AS customer_id,
     if(regular, j.timestamp, try_variant_get(doc, '$.timestamp', 'string')) AS timestamp_text,
@@ -241,7 +255,11 @@ typed AS (
         purchase,
         p -> named_struct(
           'product_id', p.ProductId,
-          'price', try_cast(trim(replace(p.Price, '$', '')) AS DOUBLE),
+          -- A number with a $ before or after it; 12$5, 0x1p3$ or 7d are not a price.
+          'price', CASE
+            WHEN p.Price RLIKE '(?i)^\\s*[$]?\\s*([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)(e[+-]?[0-9]+)?|[+-]?inf(inity)?|nan)\\s*[$]?\\s*$'
+              THEN try_cast(trim(replace(p.Price, '$', '')) AS DOUBLE)
+          END,
           'quantity', p.Quantity
         )
       )
@@ -271,6 +289,10 @@ judged AS (
       WHEN coalesce(array_contains(items.quantity, 0) OR array_min(items.quantity) < 1, true)
         THEN 'missing or non-positive Quantity'
       WHEN wrong_type IS NOT NULL THEN wrong_type
+      WHEN text_after THEN 'text after the JSON object'
+      WHEN (add IS NOT NULL) AND (view IS NOT NULL OR purchase IS NOT NULL)
+        OR view IS NOT NULL AND purchase IS NOT NULL
+        THEN 'more than one EventType'
     END AS reject_reason
   FROM typed
 )

@@ -37,6 +37,9 @@ records AS (
 -- * from_json read a JSON object without error, so each BIGINT is a JSON integer and each
 --   DOUBLE a JSON number; and there is no \u escape (VARIANT rejects a lone surrogate such as
 --   \ud800, from_json does not);
+-- * its one closing brace is its last character: from_json reads the first JSON value of a
+--   record and ignores any text after it. Such a record is read as VARIANT, where that text is
+--   a reject reason (see `wrapped`); a brace in a text field also sends a record there;
 -- * each text field was a JSON string. A number, boolean, object or array read into a STRING
 --   field is written differently by the two (0.0000001 is 1.0E-7 for from_json; VARIANT sorts
 --   the keys of an object) or is the wrong type, and it always makes a whole line of the
@@ -53,6 +56,7 @@ checked AS (
     j,
     coalesce(
       j._corrupt_record IS NULL
+      AND instr(raw, '}') = length(raw)
       AND NOT contains(raw, '\\u')
       AND NOT concat_ws('\n', j.User, j.gt, j.Device, j.Model)
         RLIKE '(?m)^(-?[0-9][0-9.eE+-]*$|true$|false$|[\\[{"])'
@@ -67,8 +71,13 @@ checked AS (
     ) AS regular
   FROM records
 ),
+-- VARIANT's parser also reads only a record's first JSON value. Inside brackets, any text after
+-- it makes the array invalid ({...} xyz, {...}{...}) or a second element ({...}, {...}).
 parsed AS (
-  SELECT *, CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc
+  SELECT
+    *,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(raw) END AS doc,
+    CASE WHEN utf8 AND NOT regular THEN try_parse_json(concat('[', raw, ']')) END AS wrapped
   FROM checked
 ),
 -- The first field of a record read as VARIANT whose JSON type is not the layout's (STRING,
@@ -159,6 +168,9 @@ fields AS (
     raw,
     origin,
     utf8 AND NOT regular AND doc IS NULL AS malformed,
+    doc IS NOT NULL
+      AND coalesce(array_size(try_variant_get(wrapped, '$', 'array<variant>')) != 1, true)
+      AS text_after,
     wrong_type,
     if(regular, j.User, try_variant_get(doc, '$.User', 'string')) AS user,
     if(regular, j.Creation_Time, try_variant_get(doc, '$.Creation_Time', 'bigint')) AS creation_ns,
@@ -204,6 +216,7 @@ judged AS (
       WHEN isnan(x) OR abs(x) = double('Infinity') THEN 'non-finite number: x'
       WHEN isnan(y) OR abs(y) = double('Infinity') THEN 'non-finite number: y'
       WHEN isnan(z) OR abs(z) = double('Infinity') THEN 'non-finite number: z'
+      WHEN text_after THEN 'text after the JSON object'
     END AS reject_reason
   FROM bounded
 )

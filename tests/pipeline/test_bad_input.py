@@ -311,6 +311,33 @@ SERVER_LOGS: list[tuple[str | bytes, Any]] = [
         log(event='{"AddToCart":{"ProductId":"116_PId","Price":1e400}}'),
         "expectation finite_prices",
     ),
+    # Text after the object (both parsers stop at its end) and two event types in one line:
+    # nothing is cut off unseen.
+    (log() + " xyz", "text after the JSON object"),
+    (log() + "}", "text after the JSON object"),
+    (log() + " {}", "text after the JSON object"),
+    (log() + ",", "text after the JSON object"),
+    (log() + "\x00", "text after the JSON object"),
+    (log() + log(), "text after the JSON object"),
+    (log() + ", " + log(), "text after the JSON object"),
+    (log() + " \t", ADDED),
+    (log(source='"www.{shop}.com"'), (*ADDED[:4], "www.{shop}.com")),
+    (
+        log(event='{"ProductView":{"ProductId":"1","Price":1.0},"Purchase":[' + ITEM + "]}"),
+        ("more than one EventType"),
+    ),
+    (
+        log(event=ADD[:-1] + ',"ProductView":{"ProductId":"1","Price":1.0}}'),
+        ("more than one EventType"),
+    ),
+    # A Purchase price is a number with a $ before or after it, nothing else Java would parse.
+    (log(event=buy(price='"12$5"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"0x1p3$"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"12.5f$"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"7d"')), "missing, negative or unparseable Price"),
+    (log(event=buy(price='"$12.5"')), BOUGHT),
+    (log(event=buy(price='" 12.5 $ "')), BOUGHT),
+    (log(event=buy(price='"1.25e1$"')), BOUGHT),
 ]
 
 
@@ -399,6 +426,13 @@ USER_ACTIVITY: list[tuple[str | bytes, Any]] = [
     (record(x="1e400"), "non-finite number: x"),
     (record(y="-1e400"), "non-finite number: y"),
     (record(z="1" + "0" * 400), "non-finite number: z"),
+    # Text after the object, which both parsers would leave unread.
+    (record() + " xyz", "text after the JSON object"),
+    (record() + "}", "text after the JSON object"),
+    (record() + record(), "text after the JSON object"),
+    (record() + ", " + record(), "text after the JSON object"),
+    (record() + " ", OK),
+    (record(gt='"st}and"'), OK),
 ]
 
 
@@ -443,6 +477,11 @@ SENSOR_CEP: list[tuple[str | bytes, Any]] = [
     # Numbers that are not finite.
     (reading(freq="1e400"), "expectation finite_sensor_freq"),
     (reading(freq="-1e400"), "expectation finite_sensor_freq"),
+    # Text after the object.
+    (reading() + " xyz", "text after the JSON object"),
+    (reading() + " {}", "text after the JSON object"),
+    (reading() + reading(), "text after the JSON object"),
+    (reading() + "\t", READING),
 ]
 
 
@@ -468,6 +507,14 @@ ORDER_STATUS: list[tuple[str | bytes, Any]] = [
         '{"order_id": {"n": 17}, "status": "PLACED"}',
         "wrong type: order_id is OBJECT, expected STRING",
     ),
+    # Text after the object.
+    ('{"order_id": "o-00000001", "status": "PLACED"} xyz', "text after the JSON object"),
+    (
+        '{"order_id": "o-1", "status": "PLACED"}{"order_id": "o-2", "status": "PLACED"}',
+        ("text after the JSON object"),
+    ),
+    ('{"order_id": "o-1", "status": "PLACED"}, {}', "text after the JSON object"),
+    ('{"order_id": "o-00000001", "status": "PLACED"}  ', ("o-00000001", "PLACED")),
 ]
 
 

@@ -59,6 +59,7 @@ def test_pipelines_lists_tables():
             "(pipelines: customer_spend, order_status, sensor_cep, server_logs, user_activity)",
         ),
         (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
+        (("run", "server_logs", "--dry-run", "--input", ""), "--input: empty; give the folder"),
         (
             ("run", "server_logs", "--input", "data/server_logs/log1.json"),
             "log1.json is a file; give the folder that holds the files",
@@ -78,6 +79,14 @@ def test_pipelines_lists_tables():
         (("quality", "--lake", "data", "--report", "README.md"), "README.md is a file, not a"),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
         (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
+        (
+            ("run", "server_logs", "--dry-run", "--conf", "watermark_delay=banana"),
+            "setting watermark_delay: not a duration: 'banana'",
+        ),
+        (
+            ("run", "server_logs", "--dry-run", "--conf", "session_timeout=99999999999 days"),
+            "too long a duration: '99999999999 days'",
+        ),
         (
             ("run", "server_logs", "--once", "--conf", "session_timeout_mode=processing_time"),
             "--once: handler session_updates uses processing-time timeouts",
@@ -103,7 +112,7 @@ def test_debug_before_or_after_the_command_shows_the_trace(args):
     assert result.stderr.splitlines()[-1].startswith("error: unknown pipeline 'nope'")
 
 
-def test_a_lake_without_write_permission_is_one_line_and_exit_2():
+def test_a_lake_or_input_without_permission_is_one_line_and_exit_2():
     # Not below tmp_path: pytest keeps that private to its user, and the run below may be
     # another user's.
     base = Path(tempfile.mkdtemp())
@@ -120,8 +129,25 @@ def test_a_lake_without_write_permission_is_one_line_and_exit_2():
         assert result.returncode == 2, result.stderr
         assert one_error_line(result) == f"error: --lake: no permission to write in {locked}"
         assert list(locked.iterdir()) == []
+        hidden, open_ = base / "hidden", base / "open"
+        hidden.mkdir()
+        hidden.chmod(0o000)
+        open_.mkdir()
+        open_.chmod(0o777)
+        args[args.index("--lake") + 1] = str(open_ / "lake")
+        result = subprocess.run(
+            [*args, "--input", str(hidden)],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        assert one_error_line(result) == f"error: --input: no permission to read {hidden}"
     finally:
-        locked.chmod(0o755)
+        for folder in (locked, base / "hidden"):
+            if folder.exists():
+                folder.chmod(0o755)
         shutil.rmtree(base)
 
 

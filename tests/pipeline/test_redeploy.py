@@ -4,6 +4,7 @@ rebuilds from the input, and `--dry-run` says what a run would do."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -150,6 +151,47 @@ def test_a_renamed_column_is_refused_then_rebuilt_by_full_refresh(spark, workspa
     old = read_arrow(DeltaTable(str(lake / "events"), version=version))
     assert "source" in old.column_names and old.num_rows == len(before["events"])
     assert list(lake.glob("_checkpoints/server_logs/main.before-full-refresh-*"))
+
+
+# A view that does not fit its table: each is refused before the run changes the lake, with
+# or without --full-refresh (which would otherwise have emptied the tables first).
+MISFITS = [
+    (  # a column the table declares and the view lacks
+        "tables/purchases.sql",
+        "  amount DOUBLE NOT NULL COMMENT 'unit_price * quantity'\n",
+        "  amount DOUBLE NOT NULL COMMENT 'unit_price * quantity',\n  note STRING\n",
+        "view 'purchases' lacks column(s) note of table purchases",
+    ),
+    (  # a column only the view has, which no step reads: it would be lost unseen
+        "sql/server_logs/purchases.sql",
+        "  price * quantity AS amount\n",
+        "  price * quantity AS amount,\n  upper(product_id) AS product_code\n",
+        "view 'purchases' has column(s) product_code that table purchases lacks",
+    ),
+    (  # a DOUBLE into an INT column would cut 12.5 to 12
+        "sql/server_logs/purchases.sql",
+        "  quantity,\n",
+        "  quantity * 1.5D AS quantity,\n",
+        "view 'purchases' gives column quantity as DOUBLE, which table purchases would cut to INT",
+    ),
+]
+
+
+@pytest.mark.parametrize(("file", "old", "new", "message"), MISFITS)
+def test_a_view_that_does_not_fit_its_table_changes_nothing(
+    spark, workspace: Path, file: str, old: str, new: str, message: str
+):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    before = {t: (read_table(lake, t), DeltaTable(str(lake / t)).version()) for t in TABLES}
+    edit(project / file, old, new)
+    for refresh in (None, ("purchases",)):
+        with pytest.raises(UserError, match=re.escape(message)):
+            run(spark, project, lake, folder, full_refresh=refresh)
+        assert {t: (read_table(lake, t), DeltaTable(str(lake / t)).version()) for t in TABLES} == (
+            before
+        )
+        assert (lake / CHECKPOINT).is_dir()
+        assert not list(lake.glob("_checkpoints/server_logs/main.before-full-refresh-*"))
 
 
 def test_a_changed_dedup_key_is_refused_naming_the_file(workspace: Path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.definitions.pipeline import Registry
+from engine.errors import UserError
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, read_table, staged
@@ -147,3 +148,26 @@ def test_embedded_delta_rs_writer_gives_the_same_tables(spark, scenario, tmp_pat
     for name in ("events", "sessions", "carts", "purchases", "quarantine"):
         drop = ("ingested_at",)
         assert read_table(tmp_path / "lake", name, drop=drop) == read_table(lake, name, drop=drop)
+
+
+def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
+    """Hadoop reads `[1]` in a path as a pattern: the folder g[1] is read, not its sibling g1,
+    and a file named like a pattern is refused rather than read with the files it matches."""
+    line = (
+        '{{"timestamp":"20:06:2019 0:46:1","CustomerId":"{}",'
+        '"EventType":{{"ProductView":{{"ProductId":"1_PId","Price":1.0}}}},"Source":"s"}}\n'
+    )
+    (tmp_path / "g[1]").mkdir()
+    (tmp_path / "g1").mkdir()
+    (tmp_path / "g[1]" / "part-1.json").write_text(line.format("in_g[1]"))
+    (tmp_path / "g1" / "part-1.json").write_text(line.format("in_g1"))
+    plan = plan_pipeline(Registry().get("server_logs"), once=True)
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, input_path=str(tmp_path / "g[1]"), quiet=True)
+    run_pipeline(spark, plan, opts)
+    assert [r["customer_id"] for r in read_table(lake, "events")] == ["in_g[1]"]
+
+    (tmp_path / "g1" / "report?.json").write_text(line.format("other"))
+    opts = RunOptions(lake=tmp_path / "lake2", once=True, input_path=str(tmp_path / "g1"))
+    with pytest.raises(UserError, match=r"input file .*/g1/report\?\.json has one of \? \* \["):
+        run_pipeline(spark, plan, opts)

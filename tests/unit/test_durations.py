@@ -28,3 +28,9 @@ def test_parse_duration(text: str, shown: str, micros: int, interval: str) -> No
 def test_not_a_duration(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["36501 days", "99999999999 days", "6000 weeks"])
+def test_too_long_a_duration(text: str) -> None:
+    with pytest.raises(ValueError, match="too long a duration"):
+        parse_duration(text)

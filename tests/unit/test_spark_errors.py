@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runtime.errors import spark_error_line
+from engine.errors import UserError
+from engine.runtime.errors import as_user_error, spark_error_line
 
 PROXY = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call "
@@ -45,7 +46,42 @@ PROXY = (
             "ZeroDivisionError: division by zero\n",
             "ZeroDivisionError: division by zero (handlers/carts.py:67 in update)",
         ),
+        (
+            PROXY + "py4j.protocol.Py4JJavaError: An error occurred while calling o1091.count.\n"
+            ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error "
+            "while reading file file:///in/bad.json.gz.  SQLSTATE: KD001\n"
+            "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotReadFilesError(x:940)\n"
+            "Caused by: java.io.IOException: wrapped\n\tat x.y(z:1)\n"
+            "Caused by: java.io.EOFException: Unexpected end of input stream\n\tat x.y(z:2)\n",
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///in/bad.json.gz."
+            " (EOFException: Unexpected end of input stream)",
+        ),
+        (
+            PROXY + "py4j.protocol.Py4JJavaError: An error occurred while calling o1027.save.\n"
+            ": org.apache.spark.sql.delta.schema.DeltaInvariantViolationException: "
+            "[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] NOT NULL constraint violated for column: "
+            "currency.\n\tat org.apache.spark.sql.delta.A.b(c:1)\n",
+            "[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] NOT NULL constraint violated for column: "
+            "currency.",
+        ),
     ],
 )
 def test_the_line_a_user_sees(text: str, line: str) -> None:
     assert spark_error_line(Exception(text)) == line
+
+
+def test_an_input_file_spark_cannot_read_is_a_usage_error() -> None:
+    err = as_user_error(
+        Exception(
+            PROXY + "py4j.protocol.Py4JJavaError: An error occurred while calling o1.count.\n"
+            ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error "
+            "while reading file file:///in/a:b.json.  SQLSTATE: KD001\n"
+        ),
+        "query main: ",
+    )
+    assert isinstance(err, UserError)
+    assert str(err) == (
+        "query main: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "file:///in/a:b.json."
+    )
+    assert type(as_user_error(Exception("[DIVIDE_BY_ZERO] no"))) is RuntimeError
