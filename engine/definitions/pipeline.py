@@ -8,9 +8,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from engine.definitions.durations import parse_duration
+from engine.definitions.yaml_files import (
+    At,
+    mapping,
+    optional,
+    read_yaml,
+    required,
+    scalars,
+    text_mapping,
+)
 from engine.errors import UserError
 from engine.project import PROJECT, Project
 
@@ -151,10 +158,25 @@ class Pipeline:
         )
 
 
-def _require(spec: Mapping[str, Any], key: str, where: Path) -> Any:
-    if key not in spec or spec[key] in (None, ""):
-        raise UserError(f"{where}: missing '{key}'")
-    return spec[key]
+# The keys a spec may have at each level: any other is a misspelling that would be ignored.
+_SPEC_KEYS = (
+    "name",
+    "description",
+    "source",
+    "sql",
+    "handlers",
+    "tables",
+    "topics",
+    "queries",
+    "settings",
+    "kafka",
+)
+_SOURCE_KEYS = ("view", "kind", "path", "table", "options")
+_HANDLER_KEYS = ("class", "input")
+_QUERY_KEYS = ("sinks", "topics", "trigger", "pool", "output_mode")
+_TABLES = "a mapping (table: view)"
+_TOPICS = "a mapping (topic: view)"
+_HANDLERS = "a mapping (handler name: its class and input)"
 
 
 def _output_mode(mode: str, where: Path) -> OutputMode:
@@ -166,17 +188,20 @@ def _output_mode(mode: str, where: Path) -> OutputMode:
 MAIN_QUERY = "main"
 
 
-def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, str]:
-    """The tables a query entry takes for itself (`sinks`; may be absent when it takes only
-    `topics`); an entry that takes nothing overrides the derived query `main`."""
-    sinks, topics = query.get("sinks") or {}, query.get("topics") or {}
+def _query(entry: Any, name: str, at: At) -> QuerySpec:
+    """One `queries:` entry. It takes for itself the tables of its `sinks` (which may be absent
+    when it takes only `topics`); an entry that takes nothing overrides the derived `main`."""
+    where = at.path
+    query = mapping(entry, at, "a mapping (sinks, topics, trigger, ...)", known=_QUERY_KEYS)
+    sinks = text_mapping(query.get("sinks"), at / "sinks", _TABLES, "a view name")
+    topics = text_mapping(query.get("topics"), at / "topics", _TOPICS, "a view name")
     if not sinks and not topics and name != MAIN_QUERY:
         raise UserError(
             f"{where}: query '{name}' writes nothing (give it sinks or topics, or name it "
             f"'{MAIN_QUERY}' to set the trigger, pool or output mode of the derived query)"
         )
-    trigger = str(query.get("trigger") or "")
-    if trigger.startswith(REAL_TIME) and sinks:
+    trigger = optional(query, "trigger", at, "a duration such as '5 seconds', or real-time")
+    if trigger and trigger.startswith(REAL_TIME) and sinks:
         raise UserError(
             f"{where}: query '{name}': trigger {REAL_TIME} is for a query that writes only "
             "topics (its tables need foreachBatch, which Real-Time Mode does not run)"
@@ -186,27 +211,28 @@ def _outputs(query: Mapping[str, Any], name: str, where: Path) -> Mapping[str, s
             parse_duration(trigger)
         except ValueError as err:
             raise UserError(f"{where}: query '{name}': trigger: {err}") from None
-    return sinks
+    mode = optional(query, "output_mode", at, "append or update") or "append"
+    return QuerySpec(
+        name=name,
+        sinks=sinks,
+        trigger=trigger,
+        pool=optional(query, "pool", at, "a scheduler pool name"),
+        topics=topics,
+        output_mode=_output_mode(mode, where),
+    )
 
 
-def _queries(spec: Mapping[str, Any], path: Path) -> tuple[QuerySpec, ...]:
+def _queries(spec: Mapping[str, Any], at: At) -> tuple[QuerySpec, ...]:
     """The pipeline's queries: the `queries:` entries that take outputs for themselves, and
     `main` writing every table and topic of `tables:`/`topics:` that no entry took."""
-    entries = dict(spec.get("queries") or {})
-    queries = [
-        QuerySpec(
-            name=name,
-            sinks=dict(_outputs(q, name, path)),
-            trigger=q.get("trigger"),
-            pool=q.get("pool"),
-            topics=dict(q.get("topics") or {}),
-            output_mode=_output_mode(q.get("output_mode", "append"), path),
-        )
-        for name, q in entries.items()
-    ]
+    path = at.path
+    entries = mapping(spec.get("queries"), at / "queries", "a mapping (query name: how it runs)")
+    queries = [_query(q, name, at / "queries" / name) for name, q in entries.items()]
     taken = {t for q in queries for t in (*q.sinks, *q.topics)}
-    tables = {t: v for t, v in (spec.get("tables") or {}).items() if t not in taken}
-    topics = {t: v for t, v in (spec.get("topics") or {}).items() if t not in taken}
+    declared = text_mapping(spec.get("tables"), at / "tables", _TABLES, "a view name")
+    sent = text_mapping(spec.get("topics"), at / "topics", _TOPICS, "a view name")
+    tables = {t: v for t, v in declared.items() if t not in taken}
+    topics = {t: v for t, v in sent.items() if t not in taken}
     main = next((q for q in queries if q.name == MAIN_QUERY), None)
     if tables or topics:
         base = main or QuerySpec(MAIN_QUERY, {})
@@ -221,42 +247,66 @@ def _queries(spec: Mapping[str, Any], path: Path) -> tuple[QuerySpec, ...]:
     return tuple(queries)
 
 
-def _load(path: Path) -> Pipeline:
-    try:
-        spec = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise UserError(f"{path}: not valid YAML ({err})") from None
-    src = _require(spec, "source", path)
-    kind = _require(src, "kind", path)
+def _source(spec: Mapping[str, Any], at: At) -> SourceSpec:
+    """The `source:` of a spec (`at` is its place in the file)."""
+    if spec.get("source") is None:
+        raise UserError(f"{at.path}: missing 'source'")
+    src = mapping(spec["source"], at, "a mapping (view, kind, ...)", known=_SOURCE_KEYS)
+    kind = required(src, "kind", at)
     if kind not in _KINDS:
-        raise UserError(f"{path}: source kind must be one of {', '.join(_KINDS)}, not {kind!r}")
-    source = SourceSpec(
-        view=_require(src, "view", path),
-        kind=kind,
-        path=src.get("path"),
-        options=dict(src.get("options") or {}),
-        table=_require(src, "table", path) if kind == "delta" else src.get("table"),
+        raise UserError(f"{at.path}: source kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+    # A delta source streams a lake table: it must name one.
+    table = required if kind == "delta" else optional
+    return SourceSpec(
+        view=required(src, "view", at, "a view name"),
+        kind=kind,  # type: ignore[arg-type]
+        path=optional(src, "path", at, "a folder"),
+        options=scalars(src.get("options"), at / "options", "a mapping (option: value)"),
+        table=table(src, "table", at, "a lake table name"),
     )
+
+
+def _handler(entry: Any, name: str, at: At) -> HandlerSpec:
+    """One `handlers:` entry: the class run over the `input` view, registered as `name`."""
+    handler = mapping(entry, at, "a mapping (class, input)", known=_HANDLER_KEYS)
+    return HandlerSpec(
+        name=name,
+        class_path=required(handler, "class", at, "module:Class"),
+        input=required(handler, "input", at, "a view name"),
+    )
+
+
+def _load(path: Path) -> Pipeline:
+    """Read and check one spec; anything wrong in it is a one-line UserError naming the
+    file and the key."""
+    top = At(path)
+    spec = mapping(read_yaml(path), top, "a mapping of keys (name, source, ...)", known=_SPEC_KEYS)
+    source = _source(spec, top / "source")
     handlers = tuple(
-        HandlerSpec(
-            name=name, class_path=_require(h, "class", path), input=_require(h, "input", path)
-        )
-        for name, h in (spec.get("handlers") or {}).items()
+        _handler(h, name, top / "handlers" / name)
+        for name, h in mapping(spec.get("handlers"), top / "handlers", _HANDLERS).items()
     )
-    queries = _queries(spec, path)
-    name = _require(spec, "name", path)
+    queries = _queries(spec, top)
+    name = required(spec, "name", top)
     if name != path.stem:
         raise UserError(f"{path}: pipeline '{name}' must be named after its file '{path.stem}'")
+    settings = scalars(
+        spec.get("settings"), top / "settings", "a mapping (name: value)", allow_none=True
+    )
+    kafka = scalars(spec.get("kafka"), top / "kafka", "a mapping (setting: value)")
     return Pipeline(
         name=name,
         path=path,
-        description=str(spec.get("description", "")),
+        description=optional(spec, "description", top) or "",
         source=source,
-        sql_dir=(Project.of_pipelines(path.parent).root / _require(spec, "sql", path)).resolve(),
+        sql_dir=(
+            Project.of_pipelines(path.parent).root
+            / required(spec, "sql", top, "a folder (sql/<pipeline>)")
+        ).resolve(),
         handlers=handlers,
         queries=queries,
-        settings={k: "" if v is None else str(v) for k, v in (spec.get("settings") or {}).items()},
-        kafka={k: str(v) for k, v in (spec.get("kafka") or {}).items()},
+        settings={k: "" if v is None else str(v) for k, v in settings.items()},
+        kafka={k: str(v) for k, v in kafka.items()},
     )
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import yaml
 from great_expectations import expectations as gxe
 from great_expectations.expectations.expectation import Expectation
 from pydantic.v1 import ValidationError
 
-from engine.errors import UserError, first_line
+from engine.definitions.yaml_files import At, describe, mapping, read_yaml, text
+from engine.errors import UserError
 from engine.lake.values import repair_text
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
 
 
 _COLUMN_ARGS = ("column", "column_A", "column_B")
+_SUITE_KEYS = ("table", "derived", "expectations")
 
 # Every column that holds floating-point numbers (DOUBLE, FLOAT, also inside arrays and
 # structs) gets a helper column `<column>_is_finite` and an expectation that it is true: NaN
@@ -178,10 +179,9 @@ def _expectation_class(name: str, where: Path) -> type[Expectation]:
 
 
 def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
-    if not isinstance(raw, dict):
-        raise UserError(f"{where}: 'derived' must map names to {{kind: argument}}")
     out: list[Derived] = []
-    for name, spec in raw.items():
+    specs = mapping(raw, At(where, "derived"), "a mapping (name: {kind: argument})")
+    for name, spec in specs.items():
         if not (isinstance(spec, dict) and len(spec) == 1):
             raise UserError(f"{where}: derived '{name}' must be one {{kind: argument}}")
         kind, arg = next(iter(spec.items()))
@@ -190,7 +190,7 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
             raise UserError(f"{where}: derived '{name}': unknown kind '{kind}' (have: {known})")
         d = Derived(str(name), kind, arg)
         well_formed = (
-            isinstance(arg, list) and len(arg) == 2
+            isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg)
             if kind in ("abs_diff", "product_of", "seconds_between")
             else isinstance(arg, str)
         )
@@ -211,8 +211,13 @@ def _expectation(item: Any, columns: set[str], where: Path) -> Expectation:
         raise UserError(f"{where}: each expectation must be one {{expect_...: {{arguments}}}}")
     name, kwargs = next(iter(item.items()))
     cls = _expectation_class(str(name), where)
-    kwargs = kwargs or {}
-    named = [kwargs[a] for a in _COLUMN_ARGS if a in kwargs] + list(kwargs.get("column_list", []))
+    at = At(where, str(name))
+    kwargs = mapping(kwargs, at, "a mapping of its arguments ({column: ...})")
+    column_list = kwargs.get("column_list", [])
+    if not isinstance(column_list, list):
+        raise (at / "column_list").error(f"expected a list of columns, got {describe(column_list)}")
+    named = [text(kwargs[a], at / a, "a column name") for a in _COLUMN_ARGS if a in kwargs]
+    named += [text(c, at / "column_list", "column names") for c in column_list]
     unknown = [c for c in named if c not in columns]
     if unknown:
         raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'")
@@ -226,12 +231,7 @@ def _expectation(item: Any, columns: set[str], where: Path) -> Expectation:
 def load_suite(path: Path, schema: pa.Schema) -> Suite:
     """Parse and check one suite file against the table's columns; every column holding
     floats also gets its finiteness expectation."""
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise UserError(f"{path}: {first_line(err)}") from None
-    if not isinstance(raw, dict) or set(raw) - {"table", "derived", "expectations"}:
-        raise UserError(f"{path}: expected keys table, derived, expectations")
+    raw = mapping(read_yaml(path), At(path), "a mapping (table, expectations)", known=_SUITE_KEYS)
     if raw.get("table") != path.stem:
         raise UserError(f"{path}: 'table' must be '{path.stem}', the file's name")
     finite = tuple(f.name for f in schema if _has_floats(f.type))
@@ -240,7 +240,7 @@ def load_suite(path: Path, schema: pa.Schema) -> Suite:
     if taken:
         raise UserError(f"{path}: column '{taken[0]}' clashes with a finiteness check's name")
     columns |= {n + FINITE_SUFFIX for n in finite}
-    derived = _derived(raw.get("derived") or {}, columns, path)
+    derived = _derived(raw.get("derived"), columns, path)
     items = raw.get("expectations") or []
     if not isinstance(items, list) or not items:
         raise UserError(f"{path}: 'expectations' must be a non-empty list")

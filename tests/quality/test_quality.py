@@ -331,6 +331,65 @@ def test_a_suite_cannot_ask_for_unknown_code(tmp_path):
         load_suite(path, TABLES["carts"].arrow_schema)
 
 
+_CARTS_SUITE = (
+    "table: carts\nexpectations:\n  - expect_column_values_to_not_be_null: {column: customer_id}\n"
+)
+_NOT_NULL = "expect_column_values_to_not_be_null"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # The same one-line errors as a pipeline spec's (engine/definitions/yaml_files.py).
+        (
+            _CARTS_SUITE + "colour: red\n",
+            "unknown key 'colour' (known: table, derived, expectations)",
+        ),
+        (
+            _CARTS_SUITE.replace("expectations:", "expectaions:"),
+            "unknown key 'expectaions' (known: table, derived, expectations)",
+        ),
+        (
+            _CARTS_SUITE + "table: carts\n",
+            "line 4, column 1: key 'table' repeated (first at line 1)",
+        ),
+        (
+            "table: carts\n\tderived: {}\n",
+            "line 2, column 1: found character '\\t' that cannot start any token",
+        ),
+        ("- table: carts\n", "expected a mapping (table, expectations), got a list"),
+        (
+            _CARTS_SUITE + "derived: [x]\n",
+            "derived: expected a mapping (name: {kind: argument}), got a list",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  x: {abs_diff: [1, 2]}\n",
+            "derived 'x': bad argument [1, 2] for abs_diff",
+        ),
+        (
+            f"table: carts\nexpectations:\n  - {_NOT_NULL}: 5\n",
+            f"{_NOT_NULL}: expected a mapping of its arguments ({{column: ...}}), got the number 5",
+        ),
+        (
+            f"table: carts\nexpectations:\n  - {_NOT_NULL}: {{column: [customer_id]}}\n",
+            f"{_NOT_NULL}.column: expected a column name, got a list",
+        ),
+        (
+            "table: carts\nexpectations:\n"
+            "  - expect_compound_columns_to_be_unique: {column_list: customer_id}\n",
+            "expect_compound_columns_to_be_unique.column_list: expected a list of columns, "
+            "got the text 'customer_id'",
+        ),
+    ],
+)
+def test_a_bad_suite_is_one_line_naming_file_and_key(tmp_path, text, message):
+    path = tmp_path / "carts.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_suite(path, TABLES["carts"].arrow_schema)
+    assert str(err.value) == f"{path}: {message}"
+
+
 def test_run_quality_needs_once():
     run = subprocess.run(
         [sys.executable, "runner.py", "run", "server_logs", "--quality"],

@@ -1,0 +1,206 @@
+"""A pipeline spec that is not what the engine reads (YAML that does not parse, a key repeated
+or misspelt at any level, a value of the wrong type) is one line naming the file and the key,
+exit 2, never a Python error; the spec `init` writes is the starting point of each case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.definitions.pipeline import Registry
+from engine.errors import UserError
+from engine.project import Project
+from engine.scaffold import init_pipeline
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """The `pipelines/` folder of a project holding only what `init shop` writes."""
+    init_pipeline("shop", Project(tmp_path))
+    return tmp_path / "pipelines"
+
+
+def _edit(folder: Path, old: str, new: str) -> Path:
+    """Replace `old` (which must be there) with `new` in pipelines/shop.yaml."""
+    path = folder / "shop.yaml"
+    spec = path.read_text()
+    assert old in spec, old
+    path.write_text(spec.replace(old, new, 1))
+    return path
+
+
+KNOWN_TOP = "name, description, source, sql, handlers, tables, topics, queries, settings, kafka"
+QUERY_KEYS = "sinks, topics, trigger, pool, output_mode"
+TABLES = "  shop: records\n  quarantine: quarantine\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # Misspelt keys, at every level.
+        ("settings: {}", "colour: red", f"unknown key 'colour' (known: {KNOWN_TOP})"),
+        (
+            "  options:",
+            "  optons:",
+            "unknown key 'optons' in source (known: view, kind, path, table, options)",
+        ),
+        (
+            "settings: {}",
+            "queries:\n  main:\n    triger: 5 seconds",
+            f"unknown key 'triger' in queries.main (known: {QUERY_KEYS})",
+        ),
+        (
+            "settings: {}",
+            "handlers:\n  h:\n    clas: x.y:Z\n    input: records",
+            "unknown key 'clas' in handlers.h (known: class, input)",
+        ),
+        # A key given twice: PyYAML would keep the last one.
+        (
+            "sql: sql/shop",
+            "sql: sql/shop\nsql: sql/other",
+            "line 11, column 1: key 'sql' repeated (first at line 10)",
+        ),
+        # Values of the wrong type.
+        (TABLES, "  [shop]\n", "tables: expected a mapping (table: view), got a list"),
+        ("settings: {}", "settings: [1]", "settings: expected a mapping (name: value), got a list"),
+        (
+            "  quarantine: quarantine",
+            "  quarantine:",
+            "tables.quarantine: expected a view name, got nothing",
+        ),
+        (
+            "  options:\n    maxFilesPerTrigger: 10",
+            "  options: x",
+            "source.options: expected a mapping (option: value), got the text 'x'",
+        ),
+        (
+            "maxFilesPerTrigger: 10",
+            "maxFilesPerTrigger: [10]",
+            "source.options.maxFilesPerTrigger: expected a single value, got a list",
+        ),
+        (
+            "settings: {}",
+            "queries: [main]",
+            "queries: expected a mapping (query name: how it runs), got a list",
+        ),
+        (
+            "settings: {}",
+            "queries:\n  main:\n    trigger: 5",
+            "queries.main.trigger: expected a duration such as '5 seconds', or real-time, "
+            "got the number 5",
+        ),
+        ("path: data/shop", "path: 5", "source.path: expected a folder, got the number 5"),
+        ("sql: sql/shop", "sql: 5", "sql: expected a folder (sql/<pipeline>), got the number 5"),
+        ("kind: files", "kind: [files]", "source.kind: expected text, got a list"),
+        (
+            "view: raw_shop",
+            "view: yes",
+            "source.view: expected a view name, got true (a yes/no value)",
+        ),
+        (
+            "settings: {}",
+            "handlers: [h]",
+            "handlers: expected a mapping (handler name: its class and input), got a list",
+        ),
+        (
+            "settings: {}",
+            "handlers:\n  h:\n    input: records",
+            "missing 'handlers.h.class'",
+        ),
+        (
+            "settings: {}",
+            "settings: {1: a}",
+            "settings: key 1 is the number 1, not text; quote it: '1'",
+        ),
+        (
+            "settings: {}",
+            "kafka:\n  bootstrap.servers:",
+            "kafka.bootstrap.servers: expected a single value, got nothing",
+        ),
+        (
+            "description: Records read",
+            "description: [Records]  #",
+            "description: expected text, got a list",
+        ),
+    ],
+)
+def test_a_bad_spec_is_one_line_naming_file_and_key(
+    folder: Path, old: str, new: str, message: str
+) -> None:
+    path = _edit(folder, old, new)
+    with pytest.raises(UserError) as err:
+        Registry(folder).get("shop")
+    assert str(err.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "name: shop\nsource:\n\tview: x\n",
+            "line 3, column 1: found character '\\t' that cannot start any token",
+        ),
+        (
+            "name: shop\nsettings: [a, b\n",
+            "line 3, column 1: expected ',' or ']', but got '<stream end>' "
+            "(while parsing a flow sequence at line 2, column 11)",
+        ),
+        ("name: shop\n  source: x\n", "line 2, column 9: mapping values are not allowed here"),
+        ("- name: shop\n", "expected a mapping of keys (name, source, ...), got a list"),
+        ("", "missing 'source'"),
+    ],
+)
+def test_yaml_that_does_not_parse_is_one_line_with_line_and_column(
+    folder: Path, text: str, message: str
+) -> None:
+    path = folder / "shop.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        Registry(folder).get("shop")
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_bytes_that_are_not_utf8_are_one_line(folder: Path) -> None:
+    path = folder / "shop.yaml"
+    path.write_bytes(b"name: \xff\n")
+    with pytest.raises(UserError, match=r"shop.yaml: not UTF-8 text \(byte 6\)$"):
+        Registry(folder).get("shop")
+
+
+def test_the_cli_prints_the_one_line_and_exits_2(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _edit(folder, "  options:", "  optons:")
+    assert main(["--pipelines", str(folder), "pipelines"]) == 2
+    known = "view, kind, path, table, options"
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: unknown key 'optons' in source (known: {known})\n"
+
+
+def test_setting_names_are_the_users_own(folder: Path) -> None:
+    # `settings:` holds the user's names (any spelling); an empty value is empty text.
+    _edit(folder, "settings: {}", "settings:\n  cart_tl: 1\n  note:")
+    pipeline = Registry(folder).get("shop")
+    assert pipeline.settings == {"cart_tl": "1", "note": ""}
+    assert pipeline.source.options == {"maxFilesPerTrigger": 10}
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"cart_tl": "1"}, "--conf cart_tl: not a setting of pipeline shop (settings: none)"),
+    ],
+)
+def test_conf_names_only_what_the_spec_has(
+    folder: Path, conf: dict[str, str], message: str
+) -> None:
+    with pytest.raises(UserError) as err:
+        Registry(folder).get("shop").with_settings(conf)
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("name", Registry().names())
+def test_every_bundled_spec_loads(name: str) -> None:
+    assert Registry().get(name).queries
