@@ -141,6 +141,13 @@ class Pipeline:
             raise UserError(
                 f"--conf {unknown[0]}: not a setting of pipeline {self.name} (settings: {known})"
             )
+        # Keys of `source:` that are not options: as options, Spark would ignore them.
+        if "path" in source_opts:
+            raise UserError("--conf source.path: give the folder to read with --input PATH")
+        if "view" in source_opts:
+            raise UserError(
+                f"--conf source.view: the view the SQL reads is set in {self.path}, not per run"
+            )
         kind = source_opts.pop("kind", self.source.kind)
         if kind not in _KINDS:
             raise UserError(f"--conf source.kind: one of {', '.join(_KINDS)}, not {kind!r}")

@@ -191,6 +191,8 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
     ("conf", "message"),
     [
         ({"cart_tl": "1"}, "--conf cart_tl: not a setting of pipeline shop (settings: none)"),
+        ({"source.path": "x"}, "--conf source.path: give the folder to read with --input PATH"),
+        ({"source.view": "x"}, "--conf source.view: the view the SQL reads is set in "),
     ],
 )
 def test_conf_names_only_what_the_spec_has(
