@@ -107,7 +107,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.quality:
         from engine.quality import validate_lake
 
-        report = validate_lake(opts.lake, tables=pipeline.tables, project=pipeline.project)
+        # The pipeline's tables, not named by the user: one without a suite is skipped.
+        report = validate_lake(
+            opts.lake, tables=pipeline.tables, named=False, project=pipeline.project
+        )
         report.print(sys.stdout)
         return 0 if report.passed else EXIT_FAILED
     return 0
@@ -160,13 +163,15 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
     lake = Path(args.lake).resolve()
     lake_tables(lake)  # a missing lake is one line
-    if args.pipeline:
-        _registry(args).get(args.pipeline)  # an unknown name lists the known ones
-    events = EventLog(lake).read(pipeline=args.pipeline, last=args.last)
+    # An unknown name lists the known ones; a known one brings the tables whose quality
+    # results are its own.
+    tables = _registry(args).get(args.pipeline).tables if args.pipeline else []
+    events = EventLog(lake).read(pipeline=args.pipeline, tables=tables, last=args.last)
     if args.format != "text":
         print_rows(events, args.format)
     elif not events.num_rows:
-        print(f"no events in {lake} (a run writes them)")
+        of = f" of {args.pipeline}" if args.pipeline else ""
+        print(f"no events{of} in {lake} (a run writes them)")
     else:
         print("\n".join(event_lines(events)))
     return 0
@@ -383,7 +388,9 @@ def _parser() -> argparse.ArgumentParser:
     hist.set_defaults(func=_cmd_history)
 
     log = sub.add_parser("log", help="what the runs did, from the lake's event log")
-    log.add_argument("pipeline", nargs="?", help="only this pipeline's runs (and quality results)")
+    log.add_argument(
+        "pipeline", nargs="?", help="only this pipeline's runs (and its tables' quality results)"
+    )
     log.add_argument(
         "--last", type=_at_least(1), default=20, help="the newest N events (default 20)"
     )

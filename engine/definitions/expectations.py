@@ -11,6 +11,7 @@ NULL breaks it (docs/decisions.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,7 +21,14 @@ from sqlglot.errors import SqlglotError
 
 from engine.definitions.syntax import syntax_problem
 
-__all__ = ["Action", "Expectation", "ExpectationError", "parse_expectations", "rejects_view"]
+__all__ = [
+    "Action",
+    "Expectation",
+    "ExpectationError",
+    "by_action",
+    "parse_expectations",
+    "rejects_view",
+]
 
 Action = Literal["warn", "drop", "fail"]
 _ACTIONS: dict[str, Action] = {"": "warn", "DROP ROW": "drop", "FAIL UPDATE": "fail"}
@@ -59,6 +67,15 @@ class Expectation:
         return {"warn": "", "drop": "ON VIOLATION DROP ROW", "fail": "ON VIOLATION FAIL UPDATE"}[
             self.action
         ]
+
+
+def by_action(rules: Sequence[Expectation]) -> dict[str, list[str]]:
+    """The rules' names by what a violation does (`warn`, `drop`, `fail`), in file order: what
+    a batch's event records beside its counts, so `log` tells dropped rows from warnings."""
+    found: dict[str, list[str]] = {}
+    for rule in rules:
+        found.setdefault(rule.action, []).append(rule.name)
+    return found
 
 
 def parse_expectations(text: str, dialect: type[Dialect]) -> tuple[Expectation, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -117,33 +117,60 @@ class EventLog:
         write_deltalake(table, data, mode="append", commit_properties=props)
         return True
 
-    def read(self, *, pipeline: str | None = None, last: int | None = None) -> pa.Table:
-        """The events, oldest first: of one pipeline (and its quality results) if named, the
-        newest `last` only if given."""
+    def read(
+        self,
+        *,
+        pipeline: str | None = None,
+        tables: Collection[str] = (),
+        last: int | None = None,
+    ) -> pa.Table:
+        """The events, oldest first: if `pipeline` is named, its own events and the quality
+        results of `tables` (the tables it writes) only; the newest `last` only if given."""
         if not DeltaTable.is_deltatable(str(self.path)):
             return SCHEMA.empty_table()
         data = read_arrow(DeltaTable(str(self.path)))
         rows = sorted(data.to_pylist(), key=lambda r: (r["event_time"], r["kind"]))
         if pipeline is not None:
-            rows = [r for r in rows if r["pipeline"] in (pipeline, None)]
+            rows = [r for r in rows if _belongs(r, pipeline, tables)]
         if last is not None:
             rows = rows[-last:] if last > 0 else []
         return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def _belongs(row: Mapping[str, Any], pipeline: str, tables: Collection[str]) -> bool:
+    """Whether an event is the pipeline's: a validation is of a table, not of a run, so its
+    event names no pipeline and belongs to every pipeline that writes the table (a shared
+    `quarantine` to each of them)."""
+    if row["kind"] == "quality":
+        return row["table_name"] in tables
+    return row["pipeline"] == pipeline
 
 
 def _count(n: int | None, word: str) -> str | None:
     return None if n is None else f"{n:,} {word}"
 
 
-def _checks(view: str, counts: Mapping[str, int]) -> str:
-    """A view's expectations in a batch: rows checked, dropped, and the rules broken."""
-    broken = [
-        f"{name} {n:,}" for name, n in counts.items() if name not in ("rows", "dropped") and n
-    ]
-    dropped = f", {counts['dropped']:,} dropped" if "dropped" in counts else ""
-    return f"{view}: {counts.get('rows', 0):,} checked{dropped}" + (
-        f" ({', '.join(broken)})" if broken else ""
-    )
+def _checks(view: str, counts: Mapping[str, int], rules: Mapping[str, Sequence[str]]) -> str:
+    """A view's expectations in a batch, as the run's report line counts them: rows checked,
+    dropped (by its DROP ROW rules, each with its broken rows), and the warn rules broken
+    (their rows kept). `rules` lists the view's rules by action (`drop`, `warn`) as the
+    batch's event recorded them; a rule it does not list (an event logged before actions were
+    recorded) is named apart, without saying what it did."""
+    broken = {name: n for name, n in counts.items() if name not in ("rows", "dropped") and n}
+
+    def listed(names: Iterable[str]) -> str:
+        return ", ".join(f"{name} {broken[name]:,}" for name in names if name in broken)
+
+    drops, warns = list(rules.get("drop", ())), list(rules.get("warn", ()))
+    parts = [f"{view}: {counts.get('rows', 0):,} checked"]
+    if "dropped" in counts:
+        dropped = listed(drops)
+        parts.append(f"{counts['dropped']:,} dropped" + (f" ({dropped})" if dropped else ""))
+    if warned := listed(warns):
+        parts.append(f"warned: {warned}")
+    if other := listed(name for name in broken if name not in (*drops, *warns)):
+        parts.append(f"broken: {other}")
+    return ", ".join(parts)
 
 
 def _summary(row: Mapping[str, Any]) -> str:
@@ -159,7 +186,10 @@ def _summary(row: Mapping[str, Any]) -> str:
             f"watermark {row['watermark']:%Y-%m-%d %H:%M:%S}" if row["watermark"] else None,
             f"{row['duration_ms']:,} ms" if row["duration_ms"] is not None else None,
             "recovered after a stop (no figures)" if details.get("recovered") else None,
-            *(_checks(view, counts) for view, counts in details.get("expectations", {}).items()),
+            *(
+                _checks(view, counts, details.get("rules", {}).get(view, {}))
+                for view, counts in details.get("expectations", {}).items()
+            ),
         ]
         return ", ".join(p for p in parts if p)
     if kind == "run_start":

@@ -81,7 +81,8 @@ class QualityReport:
 
     report_dir: Path
     results: list[TableResult] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    #: Tables left out, each with why: `not in the lake`, or `no suite quality/suites/T.yaml`.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -105,8 +106,8 @@ class QualityReport:
 
     def print(self, out: TextIO) -> None:
         """One line per table, then where the report is."""
-        for name in self.skipped:
-            out.write(f"{name}: skipped (not in the lake)\n")
+        for name, why in self.skipped.items():
+            out.write(f"{name}: skipped ({why})\n")
         for r in self.results:
             out.write(r.line() + "\n")
         out.write(
@@ -193,6 +194,22 @@ def _rows_since(path: Path, version: int) -> pa.Table:
     ).to_table()
 
 
+def _first_rewrite(path: Path, since: int, version: int) -> int | None:
+    """The first version after `since` (up to `version`) that removed data files: a rewrite
+    (an overwrite, such as the one that widens a column's type, a delete, a compaction), after
+    which the files added since `since` hold old rows too. A commit whose log file is gone
+    (cleaned up after a checkpoint) cannot be told apart, so it counts as one."""
+    log = path / "_delta_log"
+    for v in range(since + 1, version + 1):
+        try:
+            lines = (log / f"{v:020d}.json").read_text().splitlines()
+        except FileNotFoundError:
+            return v
+        if any("remove" in json.loads(line) for line in lines if line.strip()):
+            return v
+    return None
+
+
 def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.Table]:
     delta = DeltaTable(str(path))
     version = delta.version()
@@ -203,6 +220,12 @@ def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.
         return version, "whole table (merged)", read_arrow(delta)
     if since == version:
         return version, f"no rows added since version {since}", table.arrow_schema.empty_table()
+    rewrite = _first_rewrite(path, since, version)
+    if rewrite is not None:
+        # Delta counts every row of a rewritten file as added, so the rows appended since
+        # `since` are not known apart from the old ones: the whole table is the sound check.
+        scope = f"whole table (version {rewrite} rewrote its files after version {since})"
+        return version, scope, read_arrow(delta)
     return version, f"rows added since version {since}", _rows_since(path, since)
 
 
@@ -220,50 +243,66 @@ def _load_state(path: Path) -> dict[str, int]:
         raise UserError(f"{path}: not a quality state file (delete it to start over)") from None
 
 
+def _suite_file(project: Project, table: str) -> str:
+    """The suite a table would have, as the user finds it (relative to the project)."""
+    path = project.suites / f"{table}.yaml"
+    return str(path.relative_to(project.root) if path.is_relative_to(project.root) else path)
+
+
 def validate_lake(
     lake: Path,
     report_dir: Path | None = None,
     tables: Sequence[str] = (),
     *,
+    named: bool = True,
     since_last: bool = False,
     now: dt.datetime | None = None,
     project: Project = PROJECT,
 ) -> QualityReport:
-    """Validate the named tables (default: every table with a suite) and write the reports."""
+    """Validate `tables` (default: every table the project declares) and write the reports.
+    A table not in the lake, or without a suite, is skipped and said so, unless `named` (the
+    user asked for these tables by name: then it is a user error). Only a validation that
+    passed moves the version `since_last` starts from on."""
     present = lake_tables(lake)
     defs = load_tables(project.tables)
     suites = load_suites({n: t.arrow_schema for n, t in defs.items()}, project.suites)
-    for name in tables:
+    for name in tables if named else ():
         if name not in suites:
             have = ", ".join(suites)
-            raise UserError(f"quality: no suite quality/suites/{name}.yaml (have: {have})")
+            raise UserError(f"quality: no suite {_suite_file(project, name)} (have: {have})")
         if name not in present:
             raise UserError(f"quality: table '{name}' is not in the lake {lake}")
     report = QualityReport(report_dir or default_report_dir(lake))
-    names = list(dict.fromkeys(tables)) or list(suites)
-    report.skipped = [n for n in names if n not in present]
+    names = list(dict.fromkeys(tables)) or sorted({*defs, *suites})
+    for name in names:
+        if name not in present:
+            report.skipped[name] = "not in the lake"
+        elif name not in suites:
+            report.skipped[name] = f"no suite {_suite_file(project, name)}"
     state_path = report.report_dir / "state.json"
     state = _load_state(state_path)
     now = now or dt.datetime.now(dt.UTC)
     validator = _Validator(report.report_dir / "data_docs")
-    for name in (n for n in names if n in present):
+    for name in (n for n in names if n not in report.skipped):
         version, scope, data = _read(
             defs[name], present[name], state.get(name) if since_last else None
         )
         outcomes = (
             validator.validate(suites[name], suites[name].frame(data, now)) if len(data) else []
         )
-        report.results.append(
-            TableResult(
-                table=name,
-                version=version,
-                scope=scope,
-                rows=len(data),
-                passed=all(o.success for o in outcomes),
-                expectations=outcomes,
-            )
+        result = TableResult(
+            table=name,
+            version=version,
+            scope=scope,
+            rows=len(data),
+            passed=all(o.success for o in outcomes),
+            expectations=outcomes,
         )
-        state[name] = version
+        report.results.append(result)
+        if result.passed:
+            # A failed validation leaves the version where it was: --since-last checks its
+            # rows again next time, until they pass (or the table is checked whole).
+            state[name] = version
     report.report_dir.mkdir(parents=True, exist_ok=True)
     validator.build_docs()
     summary = {

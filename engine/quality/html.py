@@ -239,8 +239,8 @@ def write_report_html(
         for name, result in summary["tables"].items()
     ]
     skipped = "".join(
-        f"<p class='meta'>{html.escape(n)}: skipped (not in the lake)</p>"
-        for n in summary["skipped"]
+        f"<p class='meta'>{html.escape(name)}: skipped ({html.escape(why)})</p>"
+        for name, why in summary["skipped"].items()
     )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Data quality</title>"

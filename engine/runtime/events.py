@@ -43,9 +43,19 @@ def _watermark(text: str | None) -> dt.datetime | None:
 class RunRecorder:
     """Writes one run of one pipeline to the event log of its lake."""
 
-    def __init__(self, lake: Path, pipeline: str, out: TextIO) -> None:
+    def __init__(
+        self,
+        lake: Path,
+        pipeline: str,
+        out: TextIO,
+        *,
+        rules: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    ) -> None:
         self.log = EventLog(lake)
         self.pipeline = pipeline
+        #: Per view with expectations, its rules' names by action (`by_action`): logged with
+        #: the view's counts, which alone do not say whether a broken rule dropped its rows.
+        self.rules = rules or {}
         self.run_id = uuid.uuid4().hex
         self.out = out
         #: The query writers, by query name: their ids make batch events idempotent.
@@ -105,6 +115,7 @@ class RunRecorder:
         checks.update(writer.batch_checks.pop(progress.batchId, {}))
         written = writer.batch_rows.pop(progress.batchId, {})
         rows_out = sum(written.values()) if written else max(0, progress.sink.numOutputRows)
+        rules = {view: self.rules[view] for view in checks if view in self.rules}
         event = self._event(
             "batch",
             query=query,
@@ -120,6 +131,7 @@ class RunRecorder:
                 "rows_written": written,
                 "durations_ms": dict(progress.durationMs),
                 **({"expectations": checks} if checks else {}),
+                **({"rules": rules} if rules else {}),
             },
         )
         self._append([event], batch=(writer.app_id, progress.batchId))

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from engine.definitions.durations import parse_duration
+from engine.definitions.expectations import by_action
 from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.errors import KafkaUnavailable, UserError, first_line
 from engine.lake.guard import release_table
@@ -428,7 +429,8 @@ def run_pipeline(
         # then fail with a Java error; --once ends here as it does for an unreachable source.
         check_broker(pipeline.kafka, topics, where=pipeline.path)
     sinks = _table_sinks(spark, plan, opts, kind)
-    recorder = RunRecorder(opts.lake, pipeline.name, out)
+    rules = {name: by_action(s.expectations) for name, s in plan.steps.items() if s.expectations}
+    recorder = RunRecorder(opts.lake, pipeline.name, out, rules=rules)
     listener = ProgressListener(out, quiet=opts.quiet, recorder=recorder)
     # Each streaming output of a query is a branch that reads the source itself.
     listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}

@@ -78,9 +78,37 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
         "event_date": None,
     }
 
+    # Beside the counts, what each rule does: `log` counts only DROP ROW rules as dropped.
+    (batch,) = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "batch"]
+    assert json.loads(batch["details"])["rules"] == {
+        "records": {
+            "drop": ["has_id", "has_event_time", "non_negative_amount"],
+            "warn": ["known_currency"],
+        }
+    }
+
     checked = runner("--pipelines", pipelines, "quality", "--lake", str(lake), "shop")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "shop: passed" in checked.stdout
+    logged = runner("--pipelines", pipelines, "log", "shop", "--lake", str(lake))
+    lines = logged.stdout.splitlines()
+    assert [line.split()[3] for line in lines] == ["run_start", "batch", "run_stop", "quality"]
+    assert lines[1].endswith(
+        "records: 8 checked, 3 dropped (has_id 1, has_event_time 1, non_negative_amount 1), "
+        "warned: known_currency 1"
+    )
+    assert lines[3].endswith("shop: passed")
+    # Another pipeline's log holds none of it, the validation of shop included.
+    other = runner("--pipelines", pipelines, "log", "customer_spend", "--lake", str(lake))
+    assert other.stdout == f"no events of customer_spend in {lake} (a run writes them)\n"
+    # A table without a suite is skipped, not failed, unless it is named.
+    (project / "quality" / "suites" / "shop.yaml").unlink()
+    unsuited = runner("--pipelines", pipelines, "quality", "--lake", str(lake))
+    assert unsuited.returncode == 0, unsuited.stdout + unsuited.stderr
+    assert "shop: skipped (no suite quality/suites/shop.yaml)\n" in unsuited.stdout
+    named = runner("--pipelines", pipelines, "quality", "--lake", str(lake), "shop")
+    assert named.returncode == 2
+    assert one_error_line(named).startswith("error: quality: no suite quality/suites/shop.yaml")
 
     again = runner("--pipelines", pipelines, "init", "shop")
     assert again.returncode == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -17,11 +18,13 @@ from deltalake import write_deltalake
 from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.lake.event_log import Event, EventLog
+from engine.project import Project
 from engine.quality import validate_lake
 from engine.quality.html import Check, TableHistory, write_report_html
 from engine.quality.suites import load_suite, load_suites
 from engine.sinks import BatchId
 from engine.sinks.delta import DeltaSink
+from tests.conftest import copy_project
 
 PROJECT = Path(__file__).resolve().parents[2]
 TABLES = load_tables(PROJECT / "tables")
@@ -298,13 +301,65 @@ def test_since_last_validates_only_new_rows(tmp_path):
     assert idle["events"].rows == 0 and idle["events"].passed
 
 
+def test_since_last_checks_failed_rows_again_and_a_rewritten_table_whole(tmp_path):
+    lake, report = tmp_path / "lake", tmp_path / "report"
+
+    def since_last() -> tuple[str, str, int]:
+        (result,) = validate_lake(lake, report, ["events"], since_last=True).results
+        return result.line().split(":")[1].split()[0], result.scope, result.rows
+
+    write(lake, "events", [event("a"), event("b")])
+    assert since_last() == ("passed", "whole table", 2)
+    write(lake, "events", [event("c", price=-1.0)], batch=1)
+    assert since_last() == ("FAILED", "rows added since version 1", 1)
+    # The failed validation did not move the version on: its row is checked again.
+    write(lake, "events", [event("d")], batch=2)
+    assert since_last() == ("FAILED", "rows added since version 1", 2)
+    state = json.loads((report / "state.json").read_text())
+    assert state["events"] == {"version": 1}
+
+    # A run that widens quantity INT -> BIGINT rewrites every row in one overwrite commit
+    # (version 4), so Delta counts them all as added: the rows appended since are not known
+    # apart, and the whole table is checked.
+    ddl = tmp_path / "tables"
+    ddl.mkdir()
+    text = (PROJECT / "tables" / "events.sql").read_text()
+    (ddl / "events.sql").write_text(text.replace("quantity INT ", "quantity BIGINT "))
+    wider = load_tables(ddl)["events"]
+    DeltaSink(wider, lake).prepare()
+    rows = pa.Table.from_pylist([event("e")], schema=wider.arrow_schema)
+    DeltaSink(wider, lake).write(rows, BatchId("test.q.c", 3, "test", "q"))
+    scope = "whole table (version 4 rewrote its files after version 1)"
+    assert since_last() == ("FAILED", scope, 5)
+
+
 def test_missing_tables_are_skipped_unless_named(tmp_path):
     write(tmp_path, "purchases", CLEAN["purchases"])
     report = validate_lake(tmp_path)
     assert [r.table for r in report.results] == ["purchases"]
-    assert report.skipped == sorted(set(TABLES) - {"purchases"})
+    assert report.skipped == {t: "not in the lake" for t in sorted(set(TABLES) - {"purchases"})}
     with pytest.raises(UserError, match="table 'carts' is not in the lake"):
         validate_lake(tmp_path, tables=["carts"])
+
+
+def test_a_table_without_a_suite_is_skipped_unless_named(tmp_path):
+    project = Project(copy_project(tmp_path / "project"))
+    (project.suites / "carts.yaml").unlink()
+    lake = tmp_path / "lake"
+    write(lake, "carts", CLEAN["carts"])
+    write(lake, "events", CLEAN["events"])
+    no_suite = "no suite quality/suites/carts.yaml"
+    # Every table (plain `quality`), and a pipeline's tables (`run --once --quality`).
+    for tables, named in (((), True), (["events", "carts", "sessions"], False)):
+        report = validate_lake(lake, tables=tables, named=named, project=project)
+        assert [r.table for r in report.results] == ["events"] and report.passed
+        assert report.skipped["carts"] == no_suite
+        assert report.skipped["sessions"] == "not in the lake"
+        out = io.StringIO()
+        report.print(out)
+        assert "carts: skipped (no suite quality/suites/carts.yaml)\n" in out.getvalue()
+    with pytest.raises(UserError, match=f"^quality: {no_suite} "):
+        validate_lake(lake, tables=["carts"], project=project)
 
 
 @pytest.mark.parametrize(
@@ -480,7 +535,7 @@ def test_report_page_draws_the_last_validations_and_the_rows_over_time(tmp_path)
     history = TableHistory(checks, written, [(c.at, c.rows) for c in checks if c.whole])
     result = {"passed": True, "version": 3, "scope": "whole table", "rows": 5, "expectations": []}
     tables = {"events": result, "carts": result}
-    summary = {"validated_at": "x", "lake": "l", "passed": True, "skipped": [], "tables": tables}
+    summary = {"validated_at": "x", "lake": "l", "passed": True, "skipped": {}, "tables": tables}
     page = write_report_html(summary, tmp_path, tmp_path, {"events": history}, last=10)
     text = page.read_text(encoding="utf-8")
     # The newest 10, oldest first, each with its time, and what failed when it failed.
@@ -513,17 +568,15 @@ def test_report_page_shows_pass_and_fail_over_validations(tmp_path):
         log.append([written], batch=("test.q.c", batch))
         validate_lake(tmp_path, tmp_path / "report", ["events"], since_last=True, now=now)
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
-    # The page includes the validation that wrote it (the newest mark).
+    # The page includes the validation that wrote it (the newest mark); the failed row is
+    # checked again with the next batch's, as the failed validation kept the version.
+    failed = "FAILED: expect_column_values_to_be_between(price) 1 unexpected"
     assert marks(page) == [
         ("pass", "2019-06-20 00:46 UTC: passed (2 rows)"),
-        (
-            "fail",
-            "2019-06-21 00:46 UTC: FAILED: expect_column_values_to_be_between(price) 1 unexpected"
-            " (1 row)",
-        ),
-        ("pass", "2019-06-22 00:46 UTC: passed (1 row)"),
+        ("fail", f"2019-06-21 00:46 UTC: {failed} (1 row)"),
+        ("fail", f"2019-06-22 00:46 UTC: {failed} (2 rows)"),
     ]
-    assert "1 failed of 3" in page
+    assert "2 failed of 3" in page
     (points,) = re.findall(r'<polyline points="([^"]*)"', page)
     assert len(points.split()) == 3 and "written 4" in page
     # Only the first validation checked the whole table, so only it counts the table's rows.

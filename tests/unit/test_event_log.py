@@ -7,10 +7,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from engine.cli import main
-from engine.lake.event_log import Event, EventLog, event_lines
+from engine.lake.event_log import SCHEMA, Event, EventLog, event_lines
 from engine.query.duckdb import run_duckdb
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
@@ -20,10 +21,16 @@ def at(seconds: int) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
 
 
-# Expectation counts of batch 1 (none in batch 0): rows checked, dropped, and per rule.
+# Expectation counts of batch 1 (none in batch 0): rows checked, dropped, and per rule; and
+# the rules by action, which say that `known` warned (its 5 rows were kept).
 CHECKS = [
     {},
-    {"expectations": {"checked_lines": {"rows": 97, "dropped": 2, "in_range": 2, "finite": 0}}},
+    {
+        "expectations": {
+            "checked_lines": {"rows": 97, "dropped": 2, "in_range": 2, "finite": 0, "known": 5}
+        },
+        "rules": {"checked_lines": {"drop": ["in_range", "finite"], "warn": ["known"]}},
+    },
 ]
 
 
@@ -45,6 +52,9 @@ def lake(tmp_path: Path) -> Path:
     log.append([Event("quality", "q1", table_name="sessions", status="failed", event_time=at(30),
                       details={"failed": ["expect_x(y) 2 unexpected"]})])  # fmt: skip
     log.append([Event("run_start", "r2", "sensor_cep", status="started", event_time=at(40))])
+    # A validation of a sensor_cep table: sensor_cep's, not server_logs'.
+    log.append([Event("quality", "q2", table_name="sensor_samples", status="passed",
+                      event_time=at(50))])  # fmt: skip
     return tmp_path
 
 
@@ -61,22 +71,26 @@ def test_a_batch_is_logged_once(lake: Path) -> None:
 
 def test_read_by_pipeline_and_last(lake: Path) -> None:
     log = EventLog(lake)
-    assert [r["kind"] for r in log.read(pipeline="server_logs").to_pylist()] == [
+    # A pipeline's events, and the validations of the tables it writes (a validation names a
+    # table, not a pipeline).
+    tables = ["events", "sessions"]
+    assert [r["kind"] for r in log.read(pipeline="server_logs", tables=tables).to_pylist()] == [
         "run_start", "batch", "batch", "run_stop", "quality",
     ]  # fmt: skip
-    assert [r["run_id"] for r in log.read(last=2).to_pylist()] == ["q1", "r2"]
+    assert [r["run_id"] for r in log.read(pipeline="server_logs").to_pylist()] == ["r1"] * 4
+    assert [r["run_id"] for r in log.read(last=2).to_pylist()] == ["r2", "q2"]
     assert EventLog(lake / "none").read().num_rows == 0
 
 
 def test_event_lines_read_as_a_history(lake: Path) -> None:
-    lines = event_lines(EventLog(lake).read(pipeline="server_logs"))
+    lines = event_lines(EventLog(lake).read(pipeline="server_logs", tables=["sessions"]))
     assert lines == [
         "2026-11-23 12:00:00  server_logs              run_start    once True, writer spark",
         "2026-11-23 12:00:10  server_logs.main         batch 0      100 in, 90 out, 3 duplicates,"
         " 40 state rows, 1,500 ms",
         "2026-11-23 12:00:11  server_logs.main         batch 1      100 in, 91 out, 3 duplicates,"
         " 40 state rows, watermark 2026-11-23 11:59:00, 1,500 ms, checked_lines: 97 checked,"
-        " 2 dropped (in_range 2)",
+        " 2 dropped (in_range 2), warned: known 5",
         "2026-11-23 12:00:20  server_logs              run_stop     finished; rows written:"
         " events 181, quarantine 0",
         "2026-11-23 12:00:30  -                        quality      sessions: failed"
@@ -104,10 +118,17 @@ def test_sql_over_the_event_log(lake: Path) -> None:
 def test_log_command(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["log", "sensor_cep", "--lake", str(lake)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split()[3] for line in out] == ["quality", "run_start"]
-    assert main(["log", "--last", "1", "--lake", str(lake), "--format", "json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
-    assert (row["pipeline"], row["kind"]) == ("sensor_cep", "run_start")
+    assert [line.split()[3] for line in out] == ["run_start", "quality"]
+    assert out[1].endswith("sensor_samples: passed")
+    # A pipeline that never ran on the lake has no events, whatever was validated there.
+    assert main(["log", "customer_spend", "--lake", str(lake)]) == 0
+    assert capsys.readouterr().out == f"no events of customer_spend in {lake} (a run writes them)\n"
+    assert main(["log", "--last", "2", "--lake", str(lake), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["pipeline"], r["kind"]) for r in rows] == [
+        ("sensor_cep", "run_start"),
+        (None, "quality"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -125,3 +146,14 @@ def test_log_command_errors(
         args = [*args, "--lake", str(lake)]
     assert main(args) == 2
     assert capsys.readouterr().err.startswith(message)
+
+
+def test_an_event_without_rule_actions_names_its_broken_rules_apart() -> None:
+    # Logged before batches recorded what each rule does: no rule is claimed as dropped.
+    counts = {"records": {"rows": 8, "dropped": 3, "has_id": 2, "known_currency": 1}}
+    event = Event("batch", "r", "shop", query="main", batch_id=0, event_time=T0,
+                  details={"expectations": counts})  # fmt: skip
+    table = pa.Table.from_pylist([event.row()], schema=SCHEMA)
+    assert event_lines(table)[0].endswith(
+        "batch 0      records: 8 checked, 3 dropped, broken: has_id 2, known_currency 1"
+    )
