@@ -64,9 +64,16 @@ class CartHandler(StateHandler[CartState]):
     def update(
         self, key: tuple[Any, ...], state: CartState | None, events: Columns
     ) -> Step[CartState]:
+        """Apply a customer's events in time order. With `cart_ttl`, an event more than the TTL
+        after the cart's last change finds it emptied first, as the timer would have left it:
+        Spark calls no timeout for a key with rows in the batch, so the rule is checked here."""
+        ttl_us = self._ttl_us
         lines = list(state.products) if state else []
         updated = state.updated_us if state else 0
+        has_cart = state is not None
         changed = False
+        # The cart as the TTL left it, when it expired in these events and nothing came after.
+        emptied: CartState | None = None
         for t, kind, product, price in zip(
             events["event_time"],
             events["event_type"],
@@ -74,6 +81,13 @@ class CartHandler(StateHandler[CartState]):
             events["price"],
             strict=True,
         ):
+            # Strictly more than the TTL, as the timer (deadline < watermark) and sessions'
+            # gap decide. Any event counts, a view too: the customer's own time is past the
+            # deadline. `updated` is the newest change so far, so an event older than it (out
+            # of order across batches; within a batch events come in time order) never does.
+            if has_cart and ttl_us is not None and t - updated > ttl_us:
+                emptied = CartState(products=(), updated_us=updated + ttl_us)
+                lines, updated, has_cart, changed = [], 0, False, False
             if kind == "add_to_cart":
                 lines.append((product, float(price)))
             elif kind == "purchase":
@@ -82,10 +96,15 @@ class CartHandler(StateHandler[CartState]):
                     del lines[index]
             else:
                 continue  # product views and other kinds leave the cart alone
-            changed = True
+            changed = has_cart = True
             if t > updated:
                 updated = t
         if not changed:
+            if emptied is not None:
+                # What `expire` writes: the empty cart at its deadline, no state kept. One row
+                # per customer and batch (the table is merged by customer): a cart made after
+                # the emptying is written instead, as it would replace the empty row anyway.
+                return Step(state=None, outputs=[self._row(key, emptied)])
             # Not even a first cart: a customer who only viewed products has none.
             return Step(state=state, timer_us=self._deadline(state))
         new = CartState(products=tuple(lines), updated_us=updated)

@@ -171,3 +171,59 @@ def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
     opts = RunOptions(lake=tmp_path / "lake2", once=True, input_path=str(tmp_path / "g1"))
     with pytest.raises(UserError, match=r"input file .*/g1/report\?\.json has one of \? \* \["):
         run_pipeline(spark, plan, opts)
+
+
+def log_line(hms: str, customer: str, kind: str, product: str, price: float) -> str:
+    """A server_logs input line with one item."""
+    item = f'{{"ProductId":"{product}","Price":{price}}}'
+    return (
+        f'{{"timestamp":"20:06:2019 {hms}","CustomerId":"{customer}",'
+        f'"EventType":{{"{kind}":{item}}},"Source":"s"}}\n'
+    )
+
+
+# One batch per file. C1's cart last changes at 0:50:02 and C2's at 0:50:00; part-2 moves the
+# watermark (1 minute delay) to 1:01:00, past both deadlines (10 minutes on). In part-3 C1 adds
+# an item: Spark times out only C2, which has no rows, so C1's own event must empty the cart.
+CART_TTL_FILES = {
+    "part-1.json": [
+        ("0:46:01", "C1", "AddToCart", "p1", 1.0),
+        ("0:46:02", "C1", "AddToCart", "p2", 2.0),
+        ("0:48:00", "C1", "AddToCart", "p3", 3.0),
+        ("0:50:02", "C1", "AddToCart", "p4", 5.0),
+        ("0:50:00", "C2", "AddToCart", "p5", 7.0),
+    ],
+    "part-2.json": [("1:02:00", "C3", "ProductView", "p9", 1.0)],
+    "part-3.json": [("1:10:30", "C1", "AddToCart", "p6", 3.0)],
+}
+CART_TTL_CARTS = [
+    ("C1", 1, 3.0, [{"product_id": "p6", "price": 3.0}], t("1:10:30")),
+    ("C2", 0, 0.0, [], t("1:00:00")),
+]
+
+
+def test_cart_ttl_empties_a_cart_whose_customer_has_events_in_the_batch(spark, tmp_path):
+    import os
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for number, (name, lines) in enumerate(CART_TTL_FILES.items(), start=1):
+        (folder / name).write_text("".join(log_line(*line) for line in lines))
+        # Spark reads files in modification-time order: one per batch, in this order.
+        os.utime(folder / name, (1_700_000_000 + number, 1_700_000_000 + number))
+    settings = {"source.maxFilesPerTrigger": "1", "cart_ttl": "10 minutes"}
+    pipeline = Registry().get("server_logs").with_settings(settings)
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+    carts = [
+        (
+            r["customer_id"],
+            r["total_items"],
+            r["total_price"],
+            r["products"],
+            r["updated_at"].replace(tzinfo=None),
+        )
+        for r in read_table(lake, "carts")
+    ]
+    assert carts == CART_TTL_CARTS
