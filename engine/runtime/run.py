@@ -328,20 +328,27 @@ def _last_batch(query: StreamingQuery) -> int | None:
 
 
 def _drain(query: StreamingQuery, interval_s: float, timeout_s: float = 120.0) -> None:
-    """Process what a socket delivered before now (it is in no checkpoint): wait for a batch
-    planned after this call, or for a trigger after it (`interval_s` apart) that found nothing.
-    Not processAllAvailable(): a server that keeps sending would hold the stop for ever."""
+    """Process what a socket delivered before now (it is in no checkpoint): wait until a batch
+    planned after this call has ended, or until a trigger after it found nothing.
+
+    Not "while a trigger is active": when batches take longer than the trigger interval the
+    next starts at once, a trigger is nearly always active, and the stop waited its whole
+    timeout. Not processAllAvailable(): a server that keeps sending would hold the stop for
+    ever. The caller then lets the batch under way, if any, end (`_stop_between_batches`)."""
     since = datetime.now(UTC)
-    checked = time.monotonic() + interval_s
+    # A trigger that finds nothing posts no progress; its status says so once it has run.
+    # One interval after the stop a trigger has started after it; the second is for a
+    # machine too busy to start it on time.
+    idle_after = time.monotonic() + interval_s + 1.0
 
     def pending(status: dict[str, Any]) -> bool:
-        if status["isTriggerActive"]:
-            return True
-        if time.monotonic() < checked:
-            return True  # the status is of a trigger before this call
         last = query.lastProgress
-        new = last is not None and datetime.fromisoformat(last.timestamp) >= since
-        return status["isDataAvailable"] and not new
+        # A progress's timestamp is its trigger's start: its offsets were planned after it.
+        if last is not None and datetime.fromisoformat(last.timestamp) >= since:
+            return False
+        if time.monotonic() < idle_after:
+            return True
+        return status["isTriggerActive"] or status["isDataAvailable"]
 
     _wait_while(query, pending, timeout_s)
 

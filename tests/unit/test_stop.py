@@ -3,6 +3,7 @@ without waiting for an idle moment that batches running back to back never have.
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -64,3 +65,60 @@ def test_a_stop_waits_for_the_batch_under_way_only(
     monkeypatch.setattr(run.time, "sleep", query.wait)
     run._stop_between_batches(query, timeout_s=60.0)  # type: ignore[arg-type]
     assert query.stopped_after == stopped_after
+
+
+BEFORE, AFTER = "2000-01-01T00:00:00.000Z", "2100-01-01T00:00:00.000Z"
+
+
+class ScriptedDrain(ScriptedQuery):
+    """A socket query for `_drain`: per poll (trigger active, data available, the last
+    progress's trigger start: BEFORE or AFTER the stop request, or None)."""
+
+    def __init__(self, script: list[tuple[bool, bool, str | None]]) -> None:
+        super().__init__([(active, None) for active, _, _ in script])
+        self.drain_script = script
+
+    @property
+    def status(self) -> dict[str, bool]:
+        active, available, _ = self.drain_script[min(self.waits, len(self.script) - 1)]
+        return {"isTriggerActive": active, "isDataAvailable": available}
+
+    @property
+    def lastProgress(self) -> SimpleNamespace | None:
+        started = self.drain_script[min(self.waits, len(self.script) - 1)][2]
+        return None if started is None else SimpleNamespace(timestamp=started)
+
+
+@pytest.mark.parametrize(
+    ("script", "returned_at"),
+    [
+        # Batches back to back, each longer than the trigger: a trigger is always active.
+        # Done once a batch planned after the stop has ended, not when the wait ran out.
+        ([(True, True, BEFORE), (True, True, BEFORE), (True, True, AFTER)], 2),
+        # The batch under way when the stop came ends; the next, planned after it, ends.
+        (
+            [
+                (True, True, BEFORE),
+                (False, True, BEFORE),
+                (True, True, BEFORE),
+                (False, True, AFTER),
+            ],
+            3,
+        ),
+    ],
+)
+def test_a_socket_drain_ends_with_the_batch_planned_after_the_stop(
+    monkeypatch: pytest.MonkeyPatch, script: list[tuple[bool, bool, str | None]], returned_at: int
+) -> None:
+    query = ScriptedDrain(script)
+    monkeypatch.setattr(run.time, "sleep", query.wait)
+    run._drain(query, interval_s=5.0, timeout_s=60.0)  # type: ignore[arg-type]
+    assert query.waits == returned_at
+
+
+def test_a_socket_drain_ends_after_a_trigger_that_found_nothing() -> None:
+    # Idle, and nothing arrives: no progress is posted; the status after a trigger says so.
+    query = ScriptedDrain([(False, False, BEFORE)])
+    started = time.monotonic()
+    run._drain(query, interval_s=0.5, timeout_s=60.0)  # type: ignore[arg-type]
+    assert 1.5 <= time.monotonic() - started < 10
