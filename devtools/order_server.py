@@ -1,7 +1,9 @@
 """A TCP server of orders, one JSON object per line, for the socket source of seed 003.
 
 One sequence of orders, served to one client at a time: while no client is connected nothing is
-sent and the sequence waits; an order that could not be written goes to the next client.
+sent and the sequence waits; an order that could not be written goes to the next client. A
+client that closes within FIRST_ORDER_DELAY_S of connecting (a check that the server is up)
+gets nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ __all__ = ["STATUSES", "OrderServer", "SentSummary", "orders"]
 STATUSES = ("PLACED", "INPROGRESS", "COMPLETED", "CANCELLED")
 WEIGHTS = (40, 30, 20, 10)
 _POLL_S = 0.2  # how often waits look at the stop event
+# A new client gets its first order this long after it connected: a client that only checks
+# the server is there (`run` does, before it starts) has closed by then and takes no order.
+FIRST_ORDER_DELAY_S = 0.2
 
 
 def orders(seed: int = 0) -> Iterator[dict[str, str]]:
@@ -177,7 +182,7 @@ class OrderServer:
             conn = self._accept(stop)
             if conn is None:
                 break
-            due = time.monotonic()
+            due = time.monotonic() + FIRST_ORDER_DELAY_S
             try:
                 while self.count is None or summary.total < self.count:
                     self._pace(due, stop)

@@ -54,13 +54,16 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
 
 
 def _socket(spark: SparkSession, spec: SourceSpec) -> DataFrame:
-    host, port = spec.options.get("host", "127.0.0.1"), spec.options.get("port")
-    if not port:
-        raise UserError("source.port: a socket source needs the server's port")
-    reader = spark.readStream.format("socket").option("host", str(host)).option("port", str(port))
-    # Spark's socket source stamps each line with its arrival time.
+    """Lines of a TCP server, read by our source (engine/sources/socket_lines.py), whose offsets
+    go on from the checkpoint; Spark's own numbers each connection's lines from the start."""
+    from engine.sources.socket_lines import SocketSource, server_address
+
+    host, port = server_address(dict(spec.options))
+    spark.dataSource.register(SocketSource)
     return (
-        reader.option("includeTimestamp", "true")
+        spark.readStream.format(SocketSource.name())
+        .option("host", host)
+        .option("port", str(port))
         .load()
         .selectExpr("value", "timestamp", f"'socket:{host}:{port}' AS origin")
     )

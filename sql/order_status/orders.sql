@@ -3,8 +3,8 @@
 -- cannot be used (reject_reason is NULL for a usable order).
 CREATE OR REPLACE TEMP VIEW orders AS
 WITH texts AS (
-  -- Files and Kafka's value cast to STRING keep a line's bytes as they are (a socket line is
-  -- decoded by Spark, with replacement characters). A line that is not valid UTF-8 is not
+  -- Files and Kafka's value cast to STRING keep a line's bytes as they are (the socket source
+  -- decodes a line itself, with replacement characters). A line that is not valid UTF-8 is not
   -- parsed and its raw text is the base64 of its bytes, so the quarantine keeps it losslessly.
   SELECT value, origin, timestamp, coalesce(is_valid_utf8(value), true) AS utf8
   FROM raw_orders

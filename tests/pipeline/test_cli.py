@@ -160,6 +160,18 @@ def test_native_kafka_without_the_connector_jar_is_one_line(tmp_path):
     )
 
 
+def test_a_socket_server_that_is_not_there_is_one_line_and_writes_nothing(tmp_path):
+    from devtools.broker import free_port
+
+    lake, port = tmp_path / "lake", free_port()
+    result = runner("run", "order_status", "--lake", str(lake), "--conf", f"source.port={port}")
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result).startswith(
+        f"error: source.host/source.port: no server accepts connections on 127.0.0.1:{port} "
+    )
+    assert sorted(p.name for p in lake.iterdir()) == ["_logs"]  # no table, no checkpoint
+
+
 def test_spark_writer_without_the_delta_jar_is_one_line_and_writes_nothing(tmp_path):
     lake = tmp_path / "lake"
     args = ("run", "server_logs", "--once", "--lake", str(lake), "--conf", "lake.writer=spark")

@@ -1,0 +1,115 @@
+"""The socket source's reader against the real order server (TCP on 127.0.0.1), without Spark:
+offsets that go on from a checkpoint's, and the check that a server is there."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import socket
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from devtools.broker import free_port
+from engine.errors import UserError
+from engine.sources.socket_lines import _line_count, _LineReader, check_server, server_address
+from tests.unit.test_order_server import connect, read_lines, serving
+
+TIMEOUT_S = 10.0
+
+
+def read_until(reader: _LineReader, start: dict | int, lines: int) -> tuple[list[tuple], dict]:
+    """Batches from `start` until `lines` lines were read: the rows and the last end offset."""
+    rows: list[tuple] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(rows) < lines:
+        assert time.monotonic() < deadline, f"only {len(rows)} of {lines} lines came"
+        batch, end = reader.read(start)
+        got = list(batch)
+        assert end == {"lines": _line_count(start) + len(got)}
+        rows, start = rows + got, end
+        time.sleep(0.05)
+    return rows, start
+
+
+def test_offsets_go_on_from_the_checkpoint_over_a_new_connection() -> None:
+    with serving(rate=0, count=12, seed=4) as running:
+        first = _LineReader("127.0.0.1", running.server.port)
+        assert first.initialOffset() == {"lines": 0}
+        head, end = read_until(first, first.initialOffset(), 5)
+        first.stop()
+        # A restart: a new reader, a new connection, the checkpoint's offset as the start.
+        second = _LineReader("127.0.0.1", running.server.port)
+        tail, last = read_until(second, end, 12 - len(head))
+        second.stop()
+        sent = running.join()
+    assert sent.total == 12 == len(head) + len(tail)
+    assert last == {"lines": 12}
+    ids = [json.loads(value)["order_id"] for value, _ in head + tail]
+    assert ids == [f"o-{i:08d}" for i in range(1, 13)]
+    assert all(isinstance(at, datetime) and at.tzinfo is UTC for _, at in head + tail)
+
+
+def test_a_replayed_batch_is_empty_and_the_reader_pickles_unconnected() -> None:
+    # Spark pickles the reader for its executors, which replay a batch planned before a crash.
+    with serving(rate=0, count=3) as running:
+        reader = _LineReader("127.0.0.1", running.server.port)
+        read_until(reader, {"lines": 0}, 3)
+        copy = pickle.loads(pickle.dumps(_LineReader("127.0.0.1", running.server.port)))
+        assert list(copy.readBetweenOffsets({"lines": 0}, {"lines": 3})) == []
+        reader.stop()
+        assert running.join().total == 3
+
+
+def test_the_check_takes_no_order_from_the_server() -> None:
+    with serving(rate=0, count=4) as running:
+        check_server("127.0.0.1", running.server.port)
+        with connect(running.server.port) as client:
+            lines = read_lines(client)
+        assert running.join().total == 4
+    assert json.loads(lines[0])["order_id"] == "o-00000001"  # the check took none
+
+
+def test_no_server_is_one_line_naming_the_options() -> None:
+    port = free_port()
+    with pytest.raises(UserError, match=rf"^source\.host/source\.port: .* 127\.0\.0\.1:{port} "):
+        check_server("127.0.0.1", port)
+    with pytest.raises(UserError, match=r"source\.host/source\.port"):
+        _LineReader("127.0.0.1", port).read({"lines": 0})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "source.port: a socket source needs the server's port"),
+        ({"port": "x9"}, "source.port: a TCP port from 1 to 65535, not 'x9'"),
+        ({"port": 70000}, "source.port: a TCP port from 1 to 65535, not '70000'"),
+    ],
+)
+def test_bad_port_options(options: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        server_address(options)
+
+
+def test_a_last_line_without_newline_and_crlf() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        reader = _LineReader("127.0.0.1", listener.getsockname()[1])
+        reader.read({"lines": 0})  # connects
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b'{"a": 1}\r\n\xff\n{"b"')
+        rows, end = read_until(reader, {"lines": 0}, 3)
+        reader.stop()
+    assert [value for value, _ in rows] == ['{"a": 1}', "\ufffd", '{"b"']
+    assert end == {"lines": 3}
+
+
+def test_a_checkpoint_of_sparks_socket_source_goes_on() -> None:
+    # Spark's socket source kept the index of its last line, from -1, as a bare number.
+    with serving(rate=0, count=2) as running:
+        reader = _LineReader("127.0.0.1", running.server.port)
+        _, end = read_until(reader, 49, 2)
+        reader.stop()
+        assert running.join().total == 2
+    assert end == {"lines": 52}
