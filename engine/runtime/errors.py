@@ -28,8 +28,9 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)$', re.M)
 # that is not gzip, a permission denied).
 _JAVA_ERROR = re.compile(r"^: ([\w.$]+): (.+)$", re.M)
 _JAVA_CAUSE = re.compile(r"^Caused by: ([\w.$]+): (.+)$", re.M)
-# Errors of Spark's that the input causes, not the pipeline or the machine: a usage error.
-_INPUT_ERRORS = ("[FAILED_READ_FILE",)
+# Errors of Spark's that the input or a source option causes (an input file it cannot read,
+# `--conf source.maxFilesPerTrigger=abc`), not the pipeline or the machine: a usage error.
+_INPUT_ERRORS = ("[FAILED_READ_FILE", "Invalid value ")
 
 
 def _message(err: Exception) -> str:
@@ -105,8 +106,8 @@ def _shown(path: str) -> str:
 
 def as_user_error(err: Exception, prefix: str = "") -> Exception:
     """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
-    KafkaUnavailable) when our code raised it in a worker or an input file could not be read,
-    else a RuntimeError."""
+    KafkaUnavailable) when our code raised it in a worker, an input file could not be read or a
+    source option is invalid; else a RuntimeError."""
     own = _OWN_ERROR.search(_message(err))
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError

@@ -70,7 +70,7 @@ def test_the_line_a_user_sees(text: str, line: str) -> None:
     assert spark_error_line(Exception(text)) == line
 
 
-def test_an_input_file_spark_cannot_read_is_a_usage_error() -> None:
+def test_an_input_file_or_option_spark_refuses_is_a_usage_error() -> None:
     err = as_user_error(
         Exception(
             PROXY + "py4j.protocol.Py4JJavaError: An error occurred while calling o1.count.\n"
@@ -84,4 +84,6 @@ def test_an_input_file_spark_cannot_read_is_a_usage_error() -> None:
         "query main: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
         "file:///in/a:b.json."
     )
+    option = "Invalid value 'abc' for option 'maxFilesPerTrigger', must be a positive integer"
+    assert isinstance(as_user_error(Exception(option)), UserError)
     assert type(as_user_error(Exception("[DIVIDE_BY_ZERO] no"))) is RuntimeError
