@@ -14,8 +14,9 @@ from engine.definitions.syntax import SyntaxProblem, syntax_problem
     [
         ("SELECT a FROM", ("Expected table name but got the end of the text", 1, 13)),
         ("SELECT a FROM WHERE", ("Expected table name but got 'WHERE'", 1, 19)),
-        ("SELECT a FROM t WHERE", ("Required keyword: 'this' missing for WHERE", 1, 21)),
-        ("SELECT a FROM t\nLIMIT", ("Required keyword: 'expression' missing for LIMIT", 2, 5)),
+        ("SELECT a FROM t WHERE", ("WHERE is missing what comes after it", 1, 21)),
+        ("SELECT a FROM t\nLIMIT", ("LIMIT is missing what comes after it", 2, 5)),
+        ("SELECT a FROM t WHERE a >", ("> is missing what comes after it", 1, 25)),
         ("SELECT CAST(a AS) FROM t", ("Expected TYPE after CAST", 1, 17)),
         ("SELECT (a\nFROM t", ("Expecting )", 2, 4)),
         ("SELECT 'a FROM t", ("Error tokenizing 'SELECT 'a FROM '", None, None)),
