@@ -288,7 +288,11 @@ NOT_A_VIEW = "expected exactly one CREATE [OR REPLACE] TEMP VIEW <name> AS <quer
     [
         # Columns are where sqlglot puts them: on the last character of the offending token.
         ("v", "CREATE TEMP VIEW v AS\nSELECT (a\nFROM t", "{path}:3:4: Expecting )"),
-        ("v", "CREATE TEMP VIEW v AS\nSELECT a FROM t\n  WHERE b = = 1", "{path}:3:13: Required"),
+        (
+            "v",
+            "CREATE TEMP VIEW v AS\nSELECT a FROM t\n  WHERE b = = 1",
+            "{path}:3:13: = is missing what comes after it",
+        ),
         ("v", "CREATE TEMP VIEW v AS SELECT 'a FROM t", "{path}: Error tokenizing"),
         ("v", "", f"{{path}}: {NOT_A_VIEW}"),
         ("v", "SELECT 1", f"{{path}}: {NOT_A_VIEW}"),
