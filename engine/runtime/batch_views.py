@@ -37,6 +37,8 @@ class BatchViews:
         self.sinks: list[Sink] = []
         #: Each handler input's columns, as the passthrough rows carry them; set by `check`.
         self.input_columns: dict[str, list[str]] = {}
+        #: Whether `check` has held each sink's view to its table (batches then skip it).
+        self._fitted = False
 
     def _bind(self, rows: DataFrame) -> None:
         for i, output in enumerate(self.query.outputs):
@@ -117,6 +119,13 @@ class BatchViews:
         return frozenset(handlers).union(*(s.references for s in self.plan.steps.values()))
 
     def _select(self, df: DataFrame, sink: Sink, view: str) -> DataFrame:
+        if not self._fitted:  # a batch's views have the schemas `check` held to the sinks
+            self._fit(df, sink, view)
+        return df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in sink.columns])
+
+    def _fit(self, df: DataFrame, sink: Sink, view: str) -> None:
+        """Refuse a view that does not fit its table: a missing column, one the table lacks
+        that no step reads (it would be lost unseen), or a cast that would change values."""
         names = {c.name.lower() for c in sink.columns}
         missing = [c.name for c in sink.columns if c.name not in df.columns]
         if missing:
@@ -126,12 +135,11 @@ class BatchViews:
             )
         extra = [c for c in df.columns if c.lower() not in names]
         if extra and view not in self._read_by_steps:
-            # A column the table does not declare and no step reads would be lost unseen.
             raise UserError(
                 f"{sink.where}: view '{view}' has column(s) {', '.join(extra)} that table "
                 f"{sink.name} lacks: declare them in the table or leave them out of the view"
             )
-        cast = df.select(*[F.col(c.name).cast(c.ddl_type).alias(c.name) for c in sink.columns])
+        cast = df.select(*[F.col(c.name).cast(c.ddl_type) for c in sink.columns])
         for column, field in zip(sink.columns, cast.schema.fields, strict=True):
             given = df.schema[column.name].dataType
             if not keeps_values(given, field.dataType):
@@ -140,7 +148,6 @@ class BatchViews:
                     f"{given.simpleString().upper()}, which table {sink.name} would cut to "
                     f"{column.ddl_type}: change the table's type or CAST it in the view"
                 )
-        return cast
 
     def check(self, spark: SparkSession, schema: StructType, sinks: Sequence[Sink]) -> None:
         """Set the `sinks` and run the batch steps once on no rows of the stream's
@@ -152,4 +159,6 @@ class BatchViews:
                 self.input_columns[output.handlers.input] = spark.table(
                     output.handlers.input
                 ).columns
+        self._fitted = False
         self(spark.newSession().createDataFrame([], schema), 0)
+        self._fitted = True
