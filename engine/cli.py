@@ -67,6 +67,7 @@ def _cmd_pipelines(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from engine.lake.run_lock import run_lock
     from engine.plan import plan_pipeline
     from engine.runtime.run import RunOptions, run_pipeline
     from engine.runtime.session import get_spark
@@ -100,19 +101,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
         print("\n".join(deployment.lines()))
         return EXIT_USAGE if deployment.refusals else 0
-    deployment.check()  # the run checks again, with the session's own settings
-    spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
-    result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
-    result.report(sys.stdout)
-    if args.quality:
-        from engine.quality import validate_lake
+    with run_lock(opts.lake, pipeline.name):
+        deployment.check()  # the run checks again, with the session's own settings
+        spark = get_spark(spark_conf, log_file=None if args.debug else _log_file(opts.lake))
+        result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
+        result.report(sys.stdout)
+        if args.quality:
+            from engine.quality import validate_lake
 
-        # The pipeline's tables, not named by the user: one without a suite is skipped.
-        report = validate_lake(
-            opts.lake, tables=pipeline.tables, named=False, project=pipeline.project
-        )
-        report.print(sys.stdout)
-        return 0 if report.passed else EXIT_FAILED
+            # The pipeline's tables, not named by the user: one without a suite is skipped.
+            report = validate_lake(
+                opts.lake, tables=pipeline.tables, named=False, project=pipeline.project
+            )
+            report.print(sys.stdout)
+            return 0 if report.passed else EXIT_FAILED
     return 0
 
 

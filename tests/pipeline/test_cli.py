@@ -169,7 +169,37 @@ def test_a_socket_server_that_is_not_there_is_one_line_and_writes_nothing(tmp_pa
     assert one_error_line(result).startswith(
         f"error: source.host/source.port: no server accepts connections on 127.0.0.1:{port} "
     )
-    assert sorted(p.name for p in lake.iterdir()) == ["_logs"]  # no table, no checkpoint
+    assert sorted(p.name for p in lake.iterdir()) == ["_logs", "_runs"]  # no table, no checkpoint
+
+
+def test_a_second_run_of_a_pipeline_on_a_lake_is_refused_until_the_first_ends(tmp_path):
+    from engine.lake.run_lock import run_lock
+
+    lake = tmp_path / "lake"
+    # Another process runs server_logs on the lake (it holds the lock as a run does).
+    hold = "from engine.lake.run_lock import run_lock; import pathlib, sys, time\n"
+    hold += "with run_lock(pathlib.Path(sys.argv[1]), 'server_logs'):\n"
+    hold += "    print('holding', flush=True); time.sleep(600)\n"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(lake)], cwd=PROJECT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        for args in (("--once",), ("--full-refresh",)):
+            result = runner("run", "server_logs", *args, "--lake", str(lake))
+            assert result.returncode == 2, result.stderr
+            assert one_error_line(result) == (
+                f"error: --lake {lake}: pipeline server_logs is already running on this lake "
+                f"(process {holder.pid}); wait for that run to end or stop it"
+            )
+        assert sorted(p.name for p in lake.iterdir()) == ["_runs"]  # no table, no checkpoint
+        with run_lock(lake, "user_activity"):  # another pipeline on the same lake may run
+            pass
+    finally:
+        holder.kill()  # as a crash would: the lock goes with the process
+        holder.wait()
+    with run_lock(lake, "server_logs"):
+        assert (lake / "_runs" / "server_logs.lock").read_text() == f"{os.getpid()}\n"
 
 
 def test_spark_writer_without_the_delta_jar_is_one_line_and_writes_nothing(tmp_path):
