@@ -15,7 +15,26 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pds
 
-__all__ = ["LATEST", "Snapshot", "lake_tables", "read_arrow", "scanner", "table_path"]
+__all__ = [
+    "LATEST",
+    "Snapshot",
+    "dataset",
+    "lake_tables",
+    "read_arrow",
+    "scanner",
+    "table_path",
+]
+
+
+def dataset(table: DeltaTable) -> pds.Dataset:
+    """The data files of `table` as an Arrow dataset whose times read in microseconds."""
+    import pyarrow.dataset as pds
+
+    # Spark writes TIMESTAMP columns as Parquet INT96, which Arrow reads as nanoseconds by
+    # default: a time before 1677 or after 2262 (9999-12-31, 0001-01-01) overflows and the
+    # whole scan fails. Delta's timestamps are microseconds, so that is the unit to read.
+    options = pds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
+    return table.to_pyarrow_dataset(parquet_read_options=options)
 
 
 def scanner(rows: pds.Dataset) -> pds.Scanner:
@@ -32,7 +51,7 @@ def scanner(rows: pds.Dataset) -> pds.Scanner:
 
 def read_arrow(table: DeltaTable) -> pa.Table:
     """Every row of `table`, at the version it was opened at, read by `scanner`."""
-    return scanner(table.to_pyarrow_dataset()).to_table()
+    return scanner(dataset(table)).to_table()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 
 from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
-from engine.lake import lake_tables, read_arrow, scanner
+from engine.lake import dataset, lake_tables, read_arrow, scanner
 from engine.lake.event_log import Event, EventLog
 from engine.lake.values import json_safe
 from engine.project import PROJECT, Project
@@ -184,10 +184,8 @@ class _Validator:
 
 def _rows_since(path: Path, version: int) -> pa.Table:
     """Rows of the data files added after `version` (an appended table only adds files)."""
-    current = DeltaTable(str(path)).to_pyarrow_dataset()
-    old = {
-        f.path for f in DeltaTable(str(path), version=version).to_pyarrow_dataset().get_fragments()
-    }
+    current = dataset(DeltaTable(str(path)))
+    old = {f.path for f in dataset(DeltaTable(str(path), version=version)).get_fragments()}
     new = [f for f in current.get_fragments() if f.path not in old]
     return scanner(
         pds.FileSystemDataset(new, current.schema, current.format, current.filesystem)

@@ -17,7 +17,7 @@ from deltalake import (
 )
 
 from engine.definitions.tables import TableDef
-from engine.lake import scanner
+from engine.lake import dataset, scanner
 from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
 from engine.sinks import BatchId
@@ -112,7 +112,7 @@ class DeltaSink:
     def _rewrite_wider(self) -> None:
         """Rewrite every row with the DDL's wider types, batch by batch, in one overwrite
         commit; not Delta's in-place type widening, which delta-rs cannot read."""
-        rows = DeltaTable(str(self.path)).to_pyarrow_dataset()
+        rows = dataset(DeltaTable(str(self.path)))
         declared = self.table.arrow_schema
         wider = pa.schema(
             [declared.field(f.name) if f.name in declared.names else f for f in rows.schema]

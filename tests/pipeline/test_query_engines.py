@@ -212,3 +212,24 @@ def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_pat
         ("\\xff\\xfeA", "-Infinity", "${env:HOME}"),
         ("Zürich", None, "${env:HOME}"),
     ]
+
+
+def test_times_far_from_today_written_by_spark(spark, tmp_path):
+    # delta-spark stores TIMESTAMP as Parquet INT96, which Arrow read as nanoseconds: a time
+    # outside 1677..2262 failed every query of the table on DuckDB (and its quality check).
+    lake = tmp_path / "lake"
+    times = ["0001-01-01 00:00:00", "1500-06-01 12:00:00", "9999-12-31 23:59:59.999999"]
+    rows = spark.sql(
+        "SELECT id, CAST(t AS TIMESTAMP) AS t FROM VALUES "
+        + ", ".join(f"({i}, '{t}')" for i, t in enumerate(times))
+        + " AS v(id, t)"
+    )
+    rows.write.format("delta").save(str(lake / "far"))
+    sql = "SELECT id, t, year(t) AS y FROM far ORDER BY id"
+    expected = [
+        {"id": 0, "t": "0001-01-01T00:00:00+00:00", "y": 1},
+        {"id": 1, "t": "1500-06-01T12:00:00+00:00", "y": 1500},
+        {"id": 2, "t": "9999-12-31T23:59:59.999999+00:00", "y": 9999},
+    ]
+    assert printed(run_duckdb(sql, lake)) == expected
+    assert printed(run_query(spark, sql, lake)) == expected
