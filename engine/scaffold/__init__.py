@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+import sqlglot
+import yaml
+from sqlglot import exp
+
 from engine.errors import UserError
 from engine.project import Project
 
@@ -42,6 +46,22 @@ class Scaffold:
         }
 
 
+def _unusable(name: str, ddl: str) -> str | None:
+    """Why `name` cannot name the files written, or None. The new table.sql must parse, as
+    every command parses tables/, into the table `name`: a SQL keyword (select, from, union)
+    does not, and one broken file in tables/ would stop every command of the project. The
+    pipeline's yaml names it bare, where YAML reads null, true, no, off, ... as values."""
+    if yaml.safe_load(name) != name:
+        return f"YAML reads it as {yaml.safe_load(name)!r}, not as a name"
+    try:
+        tree = sqlglot.parse_one(ddl, read="spark")
+    except sqlglot.errors.SqlglotError:
+        tree = None
+    if not (isinstance(tree, exp.Create) and tree.this.this.name == name):
+        return "it is a SQL keyword, which cannot name its table"
+    return None
+
+
 def init_pipeline(name: str, project: Project) -> list[Path]:
     """Write a new pipeline `name` into the project; returns the files written. Nothing is
     written when the name is not usable or any of its files exists."""
@@ -55,8 +75,14 @@ def init_pipeline(name: str, project: Project) -> list[Path]:
     existing = [path for path in files.values() if path.exists()]
     if existing or (project.sql / name).exists():
         raise UserError(f"init: {existing[0] if existing else project.sql / name} already exists")
-    for template, path in files.items():
-        text = Template((_TEMPLATES / f"{template}.tmpl").read_text()).substitute(name=name)
+    texts = {
+        path: Template((_TEMPLATES / f"{template}.tmpl").read_text()).substitute(name=name)
+        for template, path in files.items()
+    }
+    problem = _unusable(name, texts[files["table.sql"]])
+    if problem:
+        raise UserError(f"init: {name!r} is not a usable pipeline name: {problem}")
+    for path, text in texts.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return list(files.values())

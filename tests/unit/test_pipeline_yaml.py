@@ -206,3 +206,30 @@ def test_conf_names_only_what_the_spec_has(
 @pytest.mark.parametrize("name", Registry().names())
 def test_every_bundled_spec_loads(name: str) -> None:
     assert Registry().get(name).queries
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        # tables/<name>.sql would not parse, and every command parses all of tables/.
+        ("select", "it is a SQL keyword, which cannot name its table"),
+        ("union", "it is a SQL keyword, which cannot name its table"),
+        # `tables: {<name>: records}` in the yaml would hold a value, not the name.
+        ("null", "YAML reads it as None, not as a name"),
+        ("no", "YAML reads it as False, not as a name"),
+    ],
+)
+def test_init_refuses_names_the_files_cannot_hold(tmp_path: Path, name: str, problem: str) -> None:
+    with pytest.raises(UserError) as err:
+        init_pipeline(name, Project(tmp_path))
+    assert str(err.value) == f"init: {name!r} is not a usable pipeline name: {problem}"
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("name", ["order", "window", "y"])
+def test_init_takes_words_that_still_name_a_table(tmp_path: Path, name: str) -> None:
+    from engine.definitions.tables import load_table
+
+    init_pipeline(name, Project(tmp_path))
+    assert load_table(tmp_path / "tables" / f"{name}.sql").name == name
+    assert list(Registry(tmp_path / "pipelines").get(name).tables) == [name, "quarantine"]
