@@ -11,6 +11,8 @@ use and sqlglot leaves out or gets different from Spark:
   refused with a pointer to `--engine spark`;
 * `unix_timestamp(ts)` of a timestamp column gives whole epoch seconds;
 * `date_add`, `date_sub` and `add_months` stay DATEs (DuckDB's date + interval is a TIMESTAMP);
+* `from_utc_timestamp(ts, tz)` and `to_utc_timestamp(ts, tz)` shift the way Spark's do (sqlglot's
+  `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
 * `LATERAL VIEW [OUTER] explode(...)` becomes `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
   OUTER, keeping rows with an empty or NULL array as Spark does);
 * output columns without an alias get Spark-like names (`count(1)`, `sum(price)`, `hour(ts)`);
@@ -79,6 +81,17 @@ def _window(call: exp.Anonymous) -> exp.Expr:
     ts = f"CAST(({args[0].sql(dialect='duckdb')}) AS TIMESTAMPTZ)"
     start = f"time_bucket({size}, {ts}, {_EPOCH})"
     return _duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})')
+
+
+def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
+    """Spark's from_utc_timestamp (parsed as AtTimeZone) and to_utc_timestamp (FromTimeZone)
+    in DuckDB, whose session is in UTC. sqlglot's argument is the time as a TIMESTAMP: its UTC
+    wall clock."""
+    wall = node.this.sql(dialect="duckdb")
+    zone = node.args["zone"].sql(dialect="duckdb")
+    if isinstance(node, exp.AtTimeZone):  # the UTC time's wall clock in zone, as a UTC time
+        return _duckdb_expr(f"CAST(CAST({wall} AS TIMESTAMPTZ) AT TIME ZONE {zone} AS TIMESTAMPTZ)")
+    return _duckdb_expr(f"({wall}) AT TIME ZONE {zone}")  # the wall clock read in zone
 
 
 def _lateral_to_join(select: exp.Select) -> None:
@@ -150,6 +163,8 @@ def to_duckdb_sql(tree: exp.Query) -> str:
             ts = f"CAST(({to_unix.this.sql(dialect='duckdb')}) AS TIMESTAMPTZ)"
             seconds = f"CAST(FLOOR(epoch({ts})) AS BIGINT)"
             to_unix.replace(_duckdb_expr(seconds))
+    for shift in reversed(list(tree.find_all(exp.AtTimeZone, exp.FromTimeZone))):
+        shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for select in list(tree.find_all(exp.Select)):

@@ -59,6 +59,10 @@ QUERIES = [
     "SELECT date_add(day, 1) AS next_day, date_sub(day, 1) AS prev, add_months(day, 1) AS nm, "
     "year(day) AS y, month(day) AS m FROM tags",
     "SELECT * FROM events WHERE event_time >= '2024-06-01 11:00:00' AND event_date = '2024-06-01'",
+    "SELECT from_utc_timestamp(event_time, 'Asia/Kolkata') AS k, "
+    "to_utc_timestamp(event_time, 'America/New_York') AS ny, "
+    "from_utc_timestamp(to_utc_timestamp('2024-06-01 10:00:00', 'Europe/Paris'), 'Asia/Tokyo') "
+    "AS t FROM events",
     # windows (tumbling)
     "SELECT window(event_time, '5 minutes') AS w, count(*) AS n FROM events GROUP BY 1",
     "SELECT w.start AS ws, w.end AS we, sum(price) AS total FROM "
