@@ -6,6 +6,8 @@ import csv
 import datetime as dt
 import decimal
 import json
+import re
+import secrets
 import sys
 from collections.abc import Sequence
 from typing import Any, Literal, TextIO
@@ -21,16 +23,16 @@ OutputFormat = Literal["table", "json", "csv"]
 
 def _plain(value: Any) -> Any:
     # Both engines print alike: times in UTC, integral decimals (DuckDB's HUGEINT sums) as
-    # integers, other decimals as numbers; NaN and ±Infinity as text, bytes as base64
-    # (engine/lake/values.py).
+    # integers, other decimals with every digit (a float keeps about 16: `_dumps`); NaN and
+    # ±Infinity as text, bytes as base64 (engine/lake/values.py).
     if isinstance(value, float | bytes):
         return json_safe(value)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC).isoformat()
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
+        return int(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -38,11 +40,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _dumps(plain: Any) -> str:
+    """JSON text of a `_plain` value, its decimals written as numbers with every digit (Python's
+    json writes only floats): each goes out as a marked string whose quotes are then taken off."""
+    mark = secrets.token_hex(8)
+
+    def exact(value: Any) -> str:
+        if isinstance(value, decimal.Decimal):
+            return f"{mark}{value}{mark}"
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    text = json.dumps(plain, allow_nan=False, default=exact)
+    return re.sub(f'"{mark}([^"]*){mark}"', r"\1", text)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     plain = _plain(value)
-    return json.dumps(plain, allow_nan=False) if isinstance(plain, dict | list) else str(plain)
+    return _dumps(plain) if isinstance(plain, dict | list) else str(plain)
 
 
 def _values(column: pa.ChunkedArray) -> list[Any]:
@@ -86,8 +102,7 @@ def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO | None = None) -
     rows = _rows(result)
     if fmt == "json":
         objects = [_plain(dict(zip(names, r, strict=True))) for r in rows]
-        json.dump(objects, out, allow_nan=False)
-        out.write("\n")
+        out.write(_dumps(objects) + "\n")
     elif fmt == "csv":
         writer = csv.writer(out)
         writer.writerow(names)

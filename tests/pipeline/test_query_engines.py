@@ -237,3 +237,24 @@ def test_times_far_from_today_written_by_spark(spark, tmp_path):
     ]
     assert printed(run_duckdb(sql, lake)) == expected
     assert printed(run_query(spark, sql, lake)) == expected
+
+
+def test_decimals_print_every_digit_on_both_engines(spark, lake):
+    # A decimal past a float's 16 digits printed as 1.2345678901234568e+16.
+    sql = (
+        "SELECT CAST('12345678901234567.89' AS DECIMAL(20,2)) AS d, 0.1 + 0.2 AS s, "
+        "array(CAST(-0.000001 AS DECIMAL(10,6))) AS a, "
+        "sum(CAST(price AS DECIMAL(20,2))) + 100000000000000000 AS total FROM events"
+    )
+    for run in (run_duckdb, lambda *a: run_query(spark, *a)):
+        result = run(sql, lake)
+        json_out, table_out = io.StringIO(), io.StringIO()
+        print_rows(result, "json", json_out)
+        print_rows(result, "table", table_out)
+        assert json_out.getvalue() == (
+            '[{"d": 12345678901234567.89, "s": 0.3, "a": [-0.000001], '
+            '"total": 100000000000000141.73}]\n'
+        )
+        assert "| 12345678901234567.89 | 0.3 | [-0.000001] | 100000000000000141.73 |" in (
+            table_out.getvalue()
+        )
