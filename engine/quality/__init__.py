@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import pandas as pd
 import pyarrow as pa
@@ -232,11 +233,27 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(json_safe(value), default=str, allow_nan=False))
 
 
-def _load_state(path: Path) -> dict[str, int]:
+class _Passed(NamedTuple):
+    """A table's last validation that passed: the version, and the suite it passed."""
+
+    version: int
+    suite: str | None  # None: recorded before suites were (the next check is of the whole table)
+
+
+def _suite_digest(suite: Suite) -> str:
+    """What a suite checks: its file and the float columns it adds checks for."""
+    text = suite.path.read_bytes() + "\n".join(suite.finite).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _load_state(path: Path) -> dict[str, _Passed]:
     if not path.is_file():
         return {}
     try:
-        return {k: int(v["version"]) for k, v in json.loads(path.read_text()).items()}
+        return {
+            k: _Passed(int(v["version"]), v.get("suite"))
+            for k, v in json.loads(path.read_text()).items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError):
         raise UserError(f"{path}: not a quality state file (delete it to start over)") from None
 
@@ -282,9 +299,15 @@ def validate_lake(
     now = now or dt.datetime.now(dt.UTC)
     validator = _Validator(report.report_dir / "data_docs")
     for name in (n for n in names if n not in report.skipped):
-        version, scope, data = _read(
-            defs[name], present[name], state.get(name) if since_last else None
-        )
+        digest = _suite_digest(suites[name])
+        last = state.get(name) if since_last else None
+        # The rows that passed were held to the suite as it was then: a rule added since has
+        # never seen them, so a changed suite checks the whole table.
+        changed = last is not None and last.suite != digest
+        since = last.version if last is not None and not changed else None
+        version, scope, data = _read(defs[name], present[name], since)
+        if changed:
+            scope = f"whole table (its suite changed since version {last.version})"
         outcomes = (
             validator.validate(suites[name], suites[name].frame(data, now)) if len(data) else []
         )
@@ -300,7 +323,7 @@ def validate_lake(
         if result.passed:
             # A failed validation leaves the version where it was: --since-last checks its
             # rows again next time, until they pass (or the table is checked whole).
-            state[name] = version
+            state[name] = _Passed(version, digest)
     report.report_dir.mkdir(parents=True, exist_ok=True)
     validator.build_docs()
     summary = {
@@ -321,7 +344,7 @@ def validate_lake(
         last=_HISTORY,
     )
     state_path.write_text(
-        json.dumps({k: {"version": v} for k, v in sorted(state.items())}, indent=2) + "\n"
+        json.dumps({k: v._asdict() for k, v in sorted(state.items())}, indent=2) + "\n"
     )
     return report
 

@@ -296,7 +296,7 @@ def test_since_last_validates_only_new_rows(tmp_path):
     assert again["events"].rows == 3 and again["events"].scope == "rows added since version 1"
     assert again["carts"].rows == 2 and again["carts"].scope == "whole table (merged)"
     state = json.loads((lake / "_quality" / "state.json").read_text())
-    assert state["events"] == {"version": 2}
+    assert state["events"]["version"] == 2
     idle = {r.table: r for r in validate_lake(lake, since_last=True).results}
     assert idle["events"].rows == 0 and idle["events"].passed
 
@@ -316,7 +316,7 @@ def test_since_last_checks_failed_rows_again_and_a_rewritten_table_whole(tmp_pat
     write(lake, "events", [event("d")], batch=2)
     assert since_last() == ("FAILED", "rows added since version 1", 2)
     state = json.loads((report / "state.json").read_text())
-    assert state["events"] == {"version": 1}
+    assert state["events"]["version"] == 1
 
     # A run that widens quantity INT -> BIGINT rewrites every row in one overwrite commit
     # (version 4), so Delta counts them all as added: the rows appended since are not known
@@ -331,6 +331,28 @@ def test_since_last_checks_failed_rows_again_and_a_rewritten_table_whole(tmp_pat
     DeltaSink(wider, lake).write(rows, BatchId("test.q.c", 3, "test", "q"))
     scope = "whole table (version 4 rewrote its files after version 1)"
     assert since_last() == ("FAILED", scope, 5)
+
+
+def test_since_last_checks_the_whole_table_after_its_suite_changed(tmp_path):
+    # The rows that passed were never held to a rule added since.
+    project = Project(copy_project(tmp_path / "project"))
+    lake, report = tmp_path / "lake", tmp_path / "report"
+
+    def since_last() -> tuple[str, str, int]:
+        (result,) = validate_lake(
+            lake, report, ["events"], since_last=True, project=project
+        ).results
+        return result.line().split(":")[1].split()[0], result.scope, result.rows
+
+    write(lake, "events", [event("a"), event("b", price=5.0)])
+    assert since_last() == ("passed", "whole table", 2)
+    assert since_last() == ("passed", "no rows added since version 1", 0)
+    suite = project.suites / "events.yaml"
+    rule = "  - expect_column_values_to_be_between: {column: price, max_value: 2}\n"
+    suite.write_text(suite.read_text() + rule)
+    changed = ("FAILED", "whole table (its suite changed since version 1)", 2)
+    assert since_last() == changed
+    assert since_last() == changed  # until the table passes the suite as it is now
 
 
 def test_missing_tables_are_skipped_unless_named(tmp_path):
