@@ -35,7 +35,7 @@ class QueryTotals:
     source_rows: int = 0  # input records read, each counted once
     accepted: int = 0  # rows kept by deduplication (new keys)
     duplicates: int = 0
-    late: int = 0
+    late: int = 0  # rows behind the watermark, dropped by the deduplication or an aggregation
     sink_rows: int = 0  # rows Spark's own sink wrote (a query without foreachBatch)
     # The query has a deduplication step, so the three counts above mean something.
     deduplicates: bool = False
@@ -92,6 +92,10 @@ class ProgressListener(StreamingQueryListener):
         name = p.name or str(p.id)
         dedupe = _dedupe_counts(p.stateOperators)
         accepted, duplicates, late = dedupe or (0, 0, 0)
+        if dedupe is None:
+            # An aggregation (or a handler on event time) drops the rows behind its watermark
+            # too: counted here, or such a row would leave no trace.
+            late = sum(op.numRowsDroppedByWatermark for op in p.stateOperators)
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         watermark = p.eventTime.get("watermark")
         branches = self.branches.get(name, 1)
@@ -103,6 +107,8 @@ class ProgressListener(StreamingQueryListener):
             figures = {"rows_in": rows_in, "state_rows": state_rows}
             if dedupe is not None:
                 figures.update(duplicates=duplicates, late=late)
+            elif p.stateOperators:
+                figures.update(late=late)
             checks = self.recorder.batch(name, p, figures, checks)
         with self._lock:
             t = self.totals.setdefault(name, QueryTotals())

@@ -109,6 +109,8 @@ class RunResult:
                     + (f" (NOT ACCOUNTED FOR: {missing:,})" if missing else "")
                     + "\n"
                 )
+            elif t and t.late:
+                out.write(f"query {name}: {t.late:,} late dropped (rows behind the watermark)\n")
         for name in sorted(self.cut):
             out.write(
                 f"query {name}: the stop cut its running batch short; the messages that batch "
