@@ -146,6 +146,51 @@ def _files_gone(checkpoint: Path) -> list[str]:
     return gone
 
 
+def _batch_files(checkpoint: Path, batch: int) -> list[Path]:
+    """The input files Spark's file source read in `batch`: the log entries (each with its
+    batchId) after the previous batch's `logOffset` in the offset log, up to this one's."""
+
+    def log_offset(b: int) -> int:
+        try:  # a version line, the batch's metadata, then one offset per source
+            return int(
+                json.loads((checkpoint / "offsets" / str(b)).read_text().splitlines()[2])[
+                    "logOffset"
+                ]
+            )
+        except (OSError, IndexError, ValueError, KeyError, TypeError):
+            return -1
+
+    first, last = log_offset(batch - 1) + 1, log_offset(batch)
+    log = checkpoint / "sources" / "0"
+    entries = sorted(log.iterdir()) if log.is_dir() else []
+    return [
+        Path(unquote(urlparse(item["path"]).path))
+        for entry in entries
+        if entry.name.removesuffix(".compact").isdigit()
+        for item in map(json.loads, entry.read_text().splitlines()[1:])
+        if first <= item.get("batchId", -1) <= last
+    ]
+
+
+def _resume_folder_problem(
+    pipeline: Pipeline, checkpoint: Path, batch: int, input_path: str | None
+) -> str | None:
+    """Why the file stream cannot resume in the input folder, or None. On resuming, Spark's
+    file source lists the last committed batch's files again with the folder as their base,
+    and fails ('Wrong basePath', exit 1) when they are outside it: --input changed."""
+    if not (input_path or pipeline.source.kind == "files"):
+        return None
+    folder = pipeline.input_folder(input_path).resolve()
+    outside = [f for f in _batch_files(checkpoint, batch) if not f.resolve().is_relative_to(folder)]
+    if not outside:
+        return None
+    return (
+        f"--input {folder}: checkpoint {checkpoint} read {outside[0]} last, outside that folder, "
+        f"and a file stream resumes only in the folder it read: give --input {outside[0].parent}, "
+        "or read this folder from its start with other --checkpoints and --new-checkpoint"
+    )
+
+
 def _kafka_start_lost(pipeline: Pipeline) -> str | None:
     from engine.sources.kafka_topic import KafkaOptions, kafka_options, log_starts
 
@@ -241,6 +286,8 @@ def _query_action(
     except UserError as err:
         reasons.append(first_line(err))
     if committed is not None:
+        moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path)
+        reasons += [moved] if moved else []
         old = read_fingerprint(checkpoint)
         changed = state_changes(old, fingerprint) if old else []
         changed += conf_changes(checkpoint, conf)

@@ -298,3 +298,37 @@ def test_full_refresh_is_refused_when_kafka_retention_dropped_the_start(broker, 
         "refused: --full-refresh: kafka topic sensor-readings partition 0 starts at offset 2: "
         "its retention no longer holds the start, so a replay would miss messages"
     ) in plan.stdout
+
+
+def test_a_file_stream_resumes_only_in_the_folder_it_read(spark, tmp_path: Path):
+    # On resuming, Spark lists the last batch's files again under the folder given: another
+    # --input failed with "Wrong basePath ..." (exit 1), after the run had changed the lake.
+    from engine.project import Project
+    from engine.scaffold import init_pipeline
+
+    project = copy_project(tmp_path / "project")
+    init_pipeline("till", Project(project))
+    first, other, lake = tmp_path / "first", tmp_path / "other", tmp_path / "lake"
+    shutil.copytree(project / "data" / "till", first)
+    shutil.copytree(first, other)
+    pipeline = Registry(project / "pipelines").get("till")
+    opts = RunOptions(lake=lake, once=True, input_path=str(first), quiet=True)
+    run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+
+    def run_cli(folder: Path) -> subprocess.CompletedProcess:
+        return runner(
+            "--pipelines", str(project / "pipelines"), "run", "till", "--once",
+            "--lake", str(lake), "--input", str(folder), *SHUFFLE,
+        )  # fmt: skip
+
+    moved = run_cli(other)
+    assert moved.returncode == 2
+    assert one_error_line(moved) == (
+        f"error: --input {other}: checkpoint {lake / '_checkpoints' / 'till' / 'main'} read "
+        f"{first / 'sample.jsonl'} last, outside that folder, and a file stream resumes only in "
+        f"the folder it read: give --input {first}, or read this folder from its start with "
+        "other --checkpoints and --new-checkpoint"
+    )
+    again = run_cli(first)
+    assert again.returncode == 0, again.stderr
+    assert "query main: 0 batches" in again.stdout
