@@ -65,6 +65,12 @@ def parse_query(sql: str) -> exp.Query:
                 f"query: FROM {table.this.sql(dialect='spark')}: only the lake's tables can be "
                 "read (no table functions)"
             )
+        if table.args.get("version"):
+            # The tables reach either engine as views of one snapshot, which have no versions.
+            raise UserError(
+                f"query: {table.name} {table.args['version'].sql(dialect='spark')}: give the "
+                "version with --version N or --as-of TIMESTAMP (every table is read at it)"
+            )
     check_calls(sql)  # only functions on the allow-list (engine/query/functions.txt)
     return tree
 

@@ -107,6 +107,24 @@ def test_a_syntax_error_says_where_in_the_words_of_sql():
     )
 
 
+@pytest.mark.parametrize(
+    ("sql", "clause"),
+    [
+        ("SELECT * FROM carts VERSION AS OF 1", "carts VERSION AS OF 1"),
+        ("SELECT * FROM carts FOR VERSION AS OF 1", "carts VERSION AS OF 1"),
+        ("SELECT * FROM carts TIMESTAMP AS OF '2024-06-01'", "carts TIMESTAMP AS OF '2024-06-01'"),
+    ],
+)
+def test_time_travel_in_the_sql_points_to_the_options(sql, clause):
+    # DuckDB failed to parse it and said "try --engine spark", where it fails as well.
+    with pytest.raises(UserError) as caught:
+        parse_query(sql)
+    assert str(caught.value) == (
+        f"query: {clause}: give the version with --version N or --as-of TIMESTAMP (every table "
+        "is read at it)"
+    )
+
+
 def test_duckdb_cannot_reach_files(lake, tmp_path):
     # Even SQL that got past the check could neither read nor write files: the connection
     # loses file-system access (locked) once the tables are registered, which still read.
