@@ -18,12 +18,14 @@ use and sqlglot leaves out or gets different from Spark:
 * output columns without an alias get Spark-like names (`count(1)`, `sum(price)`, `hour(ts)`);
 * integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
-* hints are dropped.
+* hints are dropped;
+* the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
+  back as UTC times: a time turned into text reads as Spark's, with no '+00'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import duckdb
@@ -36,6 +38,7 @@ from engine.definitions.durations import parse_duration
 from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError, first_line
 from engine.lake import LATEST, Snapshot
+from engine.lake.values import replace_leaves
 from engine.query import parse_query, read_tables
 from engine.query.functions import check_bare_names
 
@@ -177,8 +180,29 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         ) from None
 
 
+def _retype(table: pa.Table, leaf: Callable[[pa.DataType], pa.DataType | None]) -> pa.Table:
+    """`table` with each column's types that `leaf` maps to another cast, at any depth."""
+    for i, field in enumerate(table.schema):
+        kind = replace_leaves(field.type, leaf)
+        if kind is not None:
+            table = table.set_column(i, field.with_type(kind), table.column(i).cast(kind))
+    return table
+
+
+def _wall_clock(table: pa.Table) -> pa.Table:
+    """The lake's times (UTC) as DuckDB TIMESTAMPs, their UTC wall clock, as Spark's are in a
+    UTC session: a TIMESTAMPTZ would turn into text with '+00' (CAST(t AS STRING), concat)."""
+    return _retype(
+        table, lambda t: pa.timestamp(t.unit) if pa.types.is_timestamp(t) and t.tz else None
+    )
+
+
 def _spark_types(result: pa.Table) -> pa.Table:
-    """DuckDB's HUGEINT (sum of integers) arrives as DECIMAL(38, 0); Spark gives BIGINT."""
+    """DuckDB's HUGEINT (sum of integers) arrives as DECIMAL(38, 0); Spark gives BIGINT. A
+    TIMESTAMP is a UTC time, as Spark's are."""
+    result = _retype(
+        result, lambda t: pa.timestamp(t.unit, "UTC") if pa.types.is_timestamp(t) else None
+    )
     for i, field in enumerate(result.schema):
         if pa.types.is_decimal(field.type) and field.type.scale == 0 and field.type.precision == 38:
             try:
@@ -207,7 +231,7 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
     tree = parse_query(sql)
     duck_sql = to_duckdb_sql(tree)
-    tables = read_tables(tree, lake, snapshot)
+    tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
     check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
     con = connect(tables)
     try:
