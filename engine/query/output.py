@@ -14,6 +14,7 @@ from typing import Any, Literal, TextIO
 
 import pyarrow as pa
 
+from engine.errors import UserError
 from engine.lake.values import json_safe, repair_text, replace_leaves
 
 __all__ = ["OutputFormat", "print_rows"]
@@ -101,6 +102,13 @@ def print_rows(result: pa.Table, fmt: OutputFormat, out: TextIO | None = None) -
     names = result.column_names
     rows = _rows(result)
     if fmt == "json":
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            # A JSON object keeps one value per name: the other column would be lost unseen.
+            raise UserError(
+                f"query: --format json: more than one column is named {twice[0]}; give each "
+                "its own name with AS"
+            )
         objects = [_plain(dict(zip(names, r, strict=True))) for r in rows]
         out.write(_dumps(objects) + "\n")
     elif fmt == "csv":

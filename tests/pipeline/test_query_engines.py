@@ -262,3 +262,20 @@ def test_decimals_print_every_digit_on_both_engines(spark, lake):
         assert "| 12345678901234567.89 | 0.3 | [-0.000001] | 100000000000000141.73 |" in (
             table_out.getvalue()
         )
+
+
+def test_json_refuses_two_columns_of_one_name(spark, lake):
+    # A JSON object keeps one value per name: the two columns printed as one.
+    sql = (
+        "SELECT e.customer_id, c.customer_id FROM events e "
+        "JOIN carts c ON e.customer_id = c.customer_id"
+    )
+    for run in (run_duckdb, lambda *a: run_query(spark, *a)):
+        result = run(sql, lake)
+        with pytest.raises(UserError) as caught:
+            print_rows(result, "json", io.StringIO())
+        assert str(caught.value) == (
+            "query: --format json: more than one column is named customer_id; give each its "
+            "own name with AS"
+        )
+        print_rows(result, "table", io.StringIO())  # a table shows both
