@@ -63,6 +63,16 @@ def _cell(value: Any) -> str:
 
 
 def _values(column: pa.ChunkedArray) -> list[Any]:
+    shortest = replace_leaves(
+        column.type, lambda t: pa.string() if pa.types.is_float32(t) else None
+    )
+    if shortest is not None:
+        # A FLOAT as the double of its shortest text, as Spark prints it: 0.1, not the
+        # 0.10000000149011612 that its bits make as a Python float (a double).
+        wide = replace_leaves(
+            column.type, lambda t: pa.float64() if pa.types.is_float32(t) else None
+        )
+        column = column.cast(shortest).cast(wide)
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):

@@ -279,3 +279,24 @@ def test_json_refuses_two_columns_of_one_name(spark, lake):
             "own name with AS"
         )
         print_rows(result, "table", io.StringIO())  # a table shows both
+
+
+def test_floats_print_as_written(spark, tmp_path):
+    # A FLOAT column's 0.1 printed as 0.10000000149011612 (its bits read as a double).
+    lake = tmp_path / "lake"
+    rows = spark.sql(
+        "SELECT CAST(f AS FLOAT) AS f FROM VALUES ('0.1'), ('0.3'), ('1e38'), (NULL), ('NaN') "
+        "AS v(f)"
+    )
+    rows.write.format("delta").save(str(lake / "ratios"))
+    sql = "SELECT f, array(f) AS a FROM ratios ORDER BY f NULLS FIRST"
+    for run in (run_duckdb, lambda *a: run_query(spark, *a)):
+        out = io.StringIO()
+        print_rows(run(sql, lake), "json", out)
+        assert json.loads(out.getvalue()) == [
+            {"f": None, "a": [None]},
+            {"f": 0.1, "a": [0.1]},
+            {"f": 0.3, "a": [0.3]},
+            {"f": 1e38, "a": [1e38]},
+            {"f": "NaN", "a": ["NaN"]},
+        ]
