@@ -18,6 +18,7 @@ use and sqlglot leaves out or gets different from Spark:
 * output columns without an alias get Spark-like names (`count(1)`, `sum(price)`, `hour(ts)`);
 * integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
+* `S` fractions of a second in a date format (`ss.SSS`) become DuckDB's `%g`, `%f`, `%n`;
 * hints are dropped;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -25,6 +26,7 @@ use and sqlglot leaves out or gets different from Spark:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -95,6 +97,28 @@ def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
     if isinstance(node, exp.AtTimeZone):  # the UTC time's wall clock in zone, as a UTC time
         return _duckdb_expr(f"CAST(CAST({wall} AS TIMESTAMPTZ) AT TIME ZONE {zone} AS TIMESTAMPTZ)")
     return _duckdb_expr(f"({wall}) AT TIME ZONE {zone}")  # the wall clock read in zone
+
+
+# Spark's fraction of a second, one S per digit, where sqlglot maps only SSSSSS: DuckDB
+# formats milliseconds, microseconds and nanoseconds.
+_FRACTIONS = {3: "%g", 6: "%f", 9: "%n"}
+
+
+def _fractions(node: exp.TimeToStr | exp.StrToTime) -> None:
+    """The S runs sqlglot left in a date format (not %S, seconds) as DuckDB's fractions."""
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        return
+
+    def digits(run: re.Match[str]) -> str:
+        if len(run.group()) not in _FRACTIONS:
+            raise UserError(
+                f"query: date format {run.group()!r}: the DuckDB engine formats 3, 6 or 9 "
+                f"digits of a second ({SPARK_HINT})"
+            )
+        return _FRACTIONS[len(run.group())]
+
+    fmt.replace(exp.Literal.string(re.sub(r"(?<!%)S+", digits, fmt.name)))
 
 
 def _lateral_to_join(select: exp.Select) -> None:
@@ -168,6 +192,8 @@ def to_duckdb_sql(tree: exp.Query) -> str:
             to_unix.replace(_duckdb_expr(seconds))
     for shift in reversed(list(tree.find_all(exp.AtTimeZone, exp.FromTimeZone))):
         shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
+    for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
+        _fractions(formatted)
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for select in list(tree.find_all(exp.Select)):

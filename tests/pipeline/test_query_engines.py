@@ -59,6 +59,9 @@ QUERIES = [
     "SELECT date_add(day, 1) AS next_day, date_sub(day, 1) AS prev, add_months(day, 1) AS nm, "
     "year(day) AS y, month(day) AS m FROM tags",
     "SELECT * FROM events WHERE event_time >= '2024-06-01 11:00:00' AND event_date = '2024-06-01'",
+    # fractions of a second in a format (DuckDB printed 'SSS' as it is)
+    "SELECT date_format(event_time, 'yyyy-MM-dd HH:mm:ss.SSS') AS f, "
+    "to_timestamp('2024-06-01 11:59:00.250', 'yyyy-MM-dd HH:mm:ss.SSS') AS p FROM events",
     # a time as text has no zone in Spark (DuckDB's TIMESTAMPTZ added '+00')
     "SELECT CAST(event_time AS STRING) AS s, concat('t=', event_time) AS c, "
     "to_timestamp('2024-06-01 10:00:00') AS t, substr(CAST(event_time AS STRING), 12) AS hms "
