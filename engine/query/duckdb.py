@@ -239,6 +239,12 @@ def _spark_types(result: pa.Table) -> pa.Table:
     return result
 
 
+# DuckDB's words for a column or table alias the query names and its tables do not have.
+_MISNAMED = re.compile(
+    r'not found in FROM clause|does not have a column named|Referenced table ".*" not found'
+)
+
+
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with these Arrow tables registered under their names, in UTC,
     without file-system access or extension loading, and with its configuration locked."""
@@ -264,6 +270,10 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
     except duckdb.Error as err:
         first = first_line(err)
-        raise UserError(f"query: DuckDB: {first} ({SPARK_HINT})") from None
+        # A name the query gets wrong fails on Spark too: no hint to try it there.
+        misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
+        raise UserError(
+            f"query: DuckDB: {first}" + ("" if misnamed else f" ({SPARK_HINT})")
+        ) from None
     finally:
         con.close()

@@ -125,6 +125,24 @@ def test_time_travel_in_the_sql_points_to_the_options(sql, clause):
     )
 
 
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        (
+            "SELECT custmer_id FROM events",
+            'Referenced column "custmer_id" not found in FROM clause!',
+        ),
+        ("SELECT e.nope FROM events e", 'Values list "e" does not have a column named "nope"'),
+        ("SELECT x.customer_id FROM events e", 'Referenced table "x" not found!'),
+    ],
+)
+def test_a_misnamed_column_has_no_hint_to_try_spark(lake, sql, error):
+    # Spark fails on it as well: "(try --engine spark)" sent the user to a second failure.
+    with pytest.raises(UserError) as caught:
+        run_duckdb(sql, lake)
+    assert str(caught.value) == f"query: DuckDB: Binder Error: {error}"
+
+
 def test_duckdb_cannot_reach_files(lake, tmp_path):
     # Even SQL that got past the check could neither read nor write files: the connection
     # loses file-system access (locked) once the tables are registered, which still read.
@@ -147,7 +165,7 @@ def test_unknown_table_and_errors_are_user_errors(lake):
         UserError, match=r"unknown table 'nope' in .* \(tables: carts, events, odd, tags\)"
     ):
         run_duckdb("SELECT * FROM nope", lake)
-    with pytest.raises(UserError, match=r"DuckDB: .*no_col.*--engine spark"):
+    with pytest.raises(UserError, match=r"DuckDB: .*no_col\" not found in FROM clause!$"):
         run_duckdb("SELECT no_col FROM carts", lake)
     with pytest.raises(UserError, match=r"sliding windows .*--engine spark"):
         run_duckdb("SELECT window(event_time, '1 hour', '10 minutes') FROM events", lake)
