@@ -4,10 +4,11 @@ retention would cut short)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.definitions.pipeline import SourceSpec
 from engine.errors import KafkaUnavailable, UserError
@@ -23,6 +24,16 @@ __all__ = [
 ]
 
 READ_TIMEOUT_S = 30.0
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(kind: type[_N], name: str, value: str) -> _N:
+    """A numeric source option, or a UserError naming it."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise UserError(f"source.{name}: not a number: {value!r}") from None
 
 
 def kafka_options(spec: SourceSpec, client: Mapping[str, str]) -> dict[str, str]:
@@ -52,14 +63,18 @@ class KafkaOptions:
         starting = options.get("startingOffsets", "earliest")
         if starting not in ("earliest", "latest"):
             raise UserError(f"source.startingOffsets: earliest or latest, not {starting!r}")
-        try:
-            cap = options.get("maxRecordsPerBatch")
-            max_records = int(cap) if cap not in (None, "", "none") else None
-            timeout_s = float(options.get("timeout", 15))
-        except ValueError as err:
-            raise UserError(f"source option: not a number ({err})") from None
+        cap = options.get("maxRecordsPerBatch")
+        max_records = None if cap in (None, "", "none") else _number(int, "maxRecordsPerBatch", cap)
         if max_records is not None and max_records < 1:
             raise UserError("source.maxRecordsPerBatch: must be at least 1")
+        timeout_s = _number(float, "timeout", options.get("timeout", "15"))
+        if not 0 < timeout_s < math.inf:
+            raise UserError(f"source.timeout: seconds above 0, not {options['timeout']!r}")
+        # Spark's connector reads it with Scala's toBoolean (true or false, any case); the
+        # Python one took anything but "false" for true: a typo there kept a setting unseen.
+        loss = str(options.get("failOnDataLoss", "true"))
+        if loss.lower() not in ("true", "false"):
+            raise UserError(f"source.failOnDataLoss: true or false, not {loss!r}")
         client = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
         if "bootstrap.servers" not in client:
             raise UserError("kafka.bootstrap.servers: a kafka source needs the broker address")
@@ -67,7 +82,7 @@ class KafkaOptions:
             topic=topic,
             starting=starting,
             max_records=max_records,
-            fail_on_data_loss=str(options.get("failOnDataLoss", "true")).lower() != "false",
+            fail_on_data_loss=loss.lower() == "true",
             timeout_s=timeout_s,
             client=client,
         )

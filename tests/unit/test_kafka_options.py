@@ -36,7 +36,11 @@ SERVERS = {"kafka.bootstrap.servers": "h:1"}
         ({**SERVERS}, "source.topic"),
         ({"topic": "t"}, "kafka.bootstrap.servers"),
         ({**SERVERS, "topic": "t", "startingOffsets": "middle"}, "source.startingOffsets"),
-        ({**SERVERS, "topic": "t", "maxRecordsPerBatch": "lots"}, "not a number"),
+        ({**SERVERS, "topic": "t", "maxRecordsPerBatch": "lots"}, "source.maxRecordsPerBatch"),
+        ({**SERVERS, "topic": "t", "timeout": "soon"}, "source.timeout: not a number"),
+        ({**SERVERS, "topic": "t", "timeout": "nan"}, "source.timeout: seconds above 0"),
+        # Taken for true by the Python source and refused by Spark's, exit 1: a typo.
+        ({**SERVERS, "topic": "t", "failOnDataLoss": "maybe"}, "source.failOnDataLoss"),
         ({**SERVERS, "topic": "t", "maxRecordsPerBatch": "0"}, "at least 1"),
     ],
 )
