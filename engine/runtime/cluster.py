@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import sys
 import zipfile
@@ -23,12 +24,49 @@ from engine.errors import UserError
 from engine.project import PROJECT
 from engine.runtime.scratch import scratch_folder
 
-__all__ = ["PACKAGES", "check_reachable", "executor_conf", "project_zip", "ship_project"]
+__all__ = [
+    "PACKAGES",
+    "check_reachable",
+    "check_settings",
+    "executor_conf",
+    "project_zip",
+    "ship_project",
+]
 
 #: The project's Python packages that code running on executors imports.
 PACKAGES = ("engine", "handlers")
 CONNECT_TIMEOUT_S = 5.0
 _CONNECT_PORT = 15002  # Spark Connect's default port
+
+
+# The master URLs Spark takes (SparkContext.createTaskScheduler and its cluster managers). Any
+# other fails inside the JVM as "An error occurred while calling ...JavaSparkContext", or (an
+# empty one) kills the launcher before Spark says anything.
+_MASTER = re.compile(
+    r"local(\[([1-9]\d*|\*)(\s*,\s*\d+)?\])?"
+    r"|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
+    r"|spark://[^/]+|yarn|k8s://\S+"
+)
+# spark.driver.memory goes to the driver's JVM as -Xmx<value>: the JVM takes only this form,
+# and on anything else exits before Spark can name the setting.
+_JVM_SIZE = re.compile(r"\d+[kKmMgGtT]?")
+
+
+def check_settings(settings: Mapping[str, str]) -> None:
+    """Fail in one line, before Spark starts, on settings Spark cannot start with and cannot
+    name: a master URL of no known form, a driver heap size the JVM refuses."""
+    remote = settings.get("spark.remote")
+    if remote is not None and not remote.startswith("sc://"):
+        raise UserError(f"--conf spark.remote={remote}: expected sc://HOST[:PORT]")
+    master = settings.get("spark.master", "")
+    if not remote and not _MASTER.fullmatch(master):
+        raise UserError(
+            f"--conf spark.master={master}: expected local, local[N], spark://HOST:PORT, "
+            "yarn or k8s://URL"
+        )
+    memory = settings.get("spark.driver.memory")
+    if memory is not None and not _JVM_SIZE.fullmatch(memory):
+        raise UserError(f"--conf spark.driver.memory={memory}: expected a size such as 2g or 512m")
 
 
 def _is_local(master: str) -> bool:

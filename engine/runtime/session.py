@@ -5,16 +5,19 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from engine.runtime.cluster import check_reachable, executor_conf, ship_project
+from engine.errors import UserError, first_line
+from engine.runtime.cluster import check_reachable, check_settings, executor_conf, ship_project
 from engine.runtime.conf import DEFAULT_CONF
 from engine.runtime.jars import DELTA_CATALOG, find_packages
 from engine.runtime.scratch import scratch_folder
@@ -68,6 +71,7 @@ def get_spark(
     settings = {**DEFAULT_CONF, **packages, **(conf or {})}
     if not remote:
         settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
+    check_settings(settings)
     check_reachable(settings)  # an unreachable master: one line now, not a minute of retries
     settings.update(executor_conf(settings))
     builder = SparkSession.builder
@@ -80,6 +84,7 @@ def get_spark(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with _stderr_to(log_file):
         spark = builder.getOrCreate()
+    _check_sql_conf(spark)
     ship_project(spark, {**settings, "spark.remote": remote or ""})
     if log_file is not None:
         # pyspark logs each SQL error as a JSON record on stderr before raising it; the CLI
@@ -88,6 +93,22 @@ def get_spark(
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _check_sql_conf(spark: SparkSession) -> None:
+    """Spark checks the SQL settings' values (`spark.sql.shuffle.partitions=abc`) only when the
+    session first reads one, somewhere in the run: read one now, so a bad value is a usage
+    error naming the setting before anything runs."""
+    try:
+        spark.conf.get("spark.sql.session.timeZone")
+    except PySparkException as err:
+        if not (err.getCondition() or "").startswith("INVALID_CONF_VALUE"):
+            raise
+        params = err.getMessageParameters() or {}
+        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first_line(err))
+        raise UserError(
+            f"--conf {params.get('confName')}={params.get('confValue')}: {reason}"
+        ) from None
 
 
 def has_delta(spark: SparkSession) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -160,3 +161,31 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
     assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{closed}")
     assert "unreachable" in lines[0]
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        # Forms Spark cannot parse: before, exit 1 with "An error occurred while calling
+        # None.org.apache.spark.api.java.JavaSparkContext", or (empty, a bad heap size) with
+        # "Java gateway process exited", neither naming the setting.
+        ("spark.master=spark//127.0.0.1:{port}", "--conf spark.master=spark//127.0.0.1:{port}"),
+        ("spark.master=spark://127.0.0.1:{port}/", "--conf spark.master=spark://127.0.0.1:{port}/"),
+        ("spark.master=local[x]", "--conf spark.master=local[x]"),
+        ("spark.master=", "--conf spark.master=: expected"),
+        ("spark.driver.memory=abc", "--conf spark.driver.memory=abc"),
+        ("spark.remote=http://127.0.0.1:15002", "--conf spark.remote=http://127.0.0.1:15002"),
+        # Spark checks a SQL setting's value only when the run first reads a setting.
+        ("spark.sql.shuffle.partitions=abc", "--conf spark.sql.shuffle.partitions=abc: "),
+    ],
+)
+def test_a_setting_spark_cannot_start_with_is_one_line_exit_2(tmp_path, setting, named):
+    # Something listens at {port}, as a master would: the URL's form is what is wrong.
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+        setting, named = setting.format(port=port), named.format(port=port)
+        result = run_server_logs(tmp_path / "lake", setting, cwd=tmp_path)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {named}"), lines[0]
