@@ -175,6 +175,11 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
         ("spark.master=", "--conf spark.master=: expected"),
         ("spark.driver.memory=abc", "--conf spark.driver.memory=abc"),
         ("spark.remote=http://127.0.0.1:15002", "--conf spark.remote=http://127.0.0.1:15002"),
+        # Before: "pip install 'pyspark[connect]'", after which the run failed anyway, exit 1.
+        (
+            "spark.remote=sc://127.0.0.1:{port}",
+            "--conf spark.remote=sc://127.0.0.1:{port}: run does not work over Spark Connect",
+        ),
         # Spark checks a SQL setting's value only when the run first reads a setting.
         ("spark.sql.shuffle.partitions=abc", "--conf spark.sql.shuffle.partitions=abc: "),
     ],
