@@ -27,6 +27,7 @@ from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
 from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
+from engine.runtime.due_timers import queue_due_timers
 from engine.runtime.errors import as_user_error
 from engine.runtime.events import RunRecorder, versions
 from engine.runtime.expectations import DROPPED, ROWS
@@ -470,6 +471,8 @@ def run_pipeline(
     status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
+            if opts.once:  # a restart after a stop that left due timers waiting
+                queue_due_timers(result.writers[name].checkpoint)
             queries[name] = _start(
                 spark,
                 spec,

@@ -117,6 +117,45 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         }
 
 
+def test_once_after_a_stop_between_batches_closes_the_windows_that_came_due(
+    spark, broker, tmp_path
+):
+    # The first batch moves the watermark to 30 s behind its newest reading; the batch that
+    # closes the windows before it has no input and comes next. A stop in between (SIGTERM
+    # during the first batch) left them open, and a --once run that found no new input
+    # ended with 0 batches: sensor_samples stayed empty.
+    generate_sensor_cep(f"kafka://{broker.servers}/sensor-readings", events=2000, seed=5)
+    settings = {"kafka.bootstrap.servers": broker.servers, "source.connector": "python"}
+    reference = tmp_path / "reference"
+    pipeline = Registry().get("sensor_cep").with_settings(settings)
+    run_pipeline(
+        spark, plan_pipeline(pipeline, once=True), RunOptions(lake=reference, once=True, quiet=True)
+    )
+    expected = snapshot(reference)
+    assert expected["sensor_samples"], "no window closed in the reference run"
+
+    lake = tmp_path / "lake"
+    # A continuous run, all input in one batch as in the reference.
+    command = [sys.executable, str(PROJECT / "runner.py"), "run", "sensor_cep", "--lake", str(lake)]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    planned = lake / "_checkpoints" / "sensor_cep" / "main" / "offsets" / "0"
+    deadline = time.monotonic() + 300
+    while not planned.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no first batch"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # the batch under way ends, then the run stops
+    assert proc.wait(300) == 0
+
+    restart = subprocess.run([*command, "--once"], capture_output=True, text=True, timeout=600)
+    assert restart.returncode == 0, restart.stderr
+    assert snapshot(lake) == expected
+    # Once done, that batch is not logged again: another --once has nothing to do.
+    again = subprocess.run([*command, "--once"], capture_output=True, text=True, timeout=600)
+    assert "query main: 0 batches" in again.stdout, again.stdout
+
+
 ANOMALY = '{{"device_id": {d}, "sensor_freq": -{d}.5, "event_time": "2023-04-12 10:00:{s:02d}"}}'
 
 
