@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import sys
+import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from engine.runtime.scratch import scratch_folder
 
 __all__ = [
     "PACKAGES",
+    "await_executors",
     "check_reachable",
     "check_settings",
     "executor_conf",
@@ -36,6 +38,7 @@ __all__ = [
 #: The project's Python packages that code running on executors imports.
 PACKAGES = ("engine", "handlers")
 CONNECT_TIMEOUT_S = 5.0
+EXECUTOR_WAIT_S = 60.0
 _CONNECT_PORT = 15002  # Spark Connect's default port
 
 
@@ -142,3 +145,23 @@ def ship_project(spark: SparkSession, settings: Mapping[str, str]) -> None:
         spark.addArtifacts(str(archive), pyfile=True)
     else:
         spark.sparkContext.addPyFile(str(archive))
+
+
+def await_executors(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    """Fail in one line when a standalone master gives the run no executor: with no worker
+    registered, or none with free cores, Spark waits for ever and the run prints nothing (its
+    "Initial job has not accepted any resources" is a warning, below the log level)."""
+    master = settings.get("spark.master", "")
+    if settings.get("spark.remote") or not master.startswith("spark://"):
+        return
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()  # the driver is one
+    deadline = time.monotonic() + EXECUTOR_WAIT_S
+    while status.size() < 2:
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"--conf spark.master={master}: no executor started within "
+                f"{EXECUTOR_WAIT_S:.0f} s; the master has no worker with free cores and memory "
+                "(start one, README 'Running on a Spark cluster')"
+            )
+        time.sleep(0.5)
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()

@@ -17,7 +17,13 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from engine.errors import UserError, first_line
-from engine.runtime.cluster import check_reachable, check_settings, executor_conf, ship_project
+from engine.runtime.cluster import (
+    await_executors,
+    check_reachable,
+    check_settings,
+    executor_conf,
+    ship_project,
+)
 from engine.runtime.conf import DEFAULT_CONF
 from engine.runtime.jars import DELTA_CATALOG, find_packages
 from engine.runtime.scratch import scratch_folder
@@ -86,6 +92,7 @@ def get_spark(
         spark = builder.getOrCreate()
     _check_sql_conf(spark)
     ship_project(spark, {**settings, "spark.remote": remote or ""})
+    await_executors(spark, settings)  # settings lost spark.master above on Connect
     if log_file is not None:
         # pyspark logs each SQL error as a JSON record on stderr before raising it; the CLI
         # prints the error itself, in one line.

@@ -194,3 +194,32 @@ def test_a_setting_spark_cannot_start_with_is_one_line_exit_2(tmp_path, setting,
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: {named}"), lines[0]
+
+
+def test_a_master_without_a_worker_is_one_line_exit_2(tmp_path):
+    # The worker not started (or busy): Spark waited for ever, printing nothing, lake made.
+    port, ui = free_port(), free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path)}
+    master = subprocess.Popen(
+        [
+            *(str(SPARK_CLASS), "org.apache.spark.deploy.master.Master"),
+            *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert master.poll() is None and time.monotonic() < deadline, "no master"
+            time.sleep(0.5)
+        result = run_server_logs(
+            tmp_path / "lake", f"spark.master=spark://127.0.0.1:{port}", cwd=tmp_path
+        )
+    finally:
+        stop(master)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{port}: no executor")
