@@ -160,7 +160,9 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{closed}")
     assert "unreachable" in lines[0]
-    assert not (tmp_path / "lake").exists()
+    # Only the run's lock (engine/lake/run_lock.py), taken before Spark starts: no table,
+    # no checkpoint, no log.
+    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["_runs"]
 
 
 @pytest.mark.parametrize(
