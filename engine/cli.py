@@ -74,13 +74,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from engine.runtime.signals import stop_on_signals
 
     spark_conf, settings = _split_conf(args.conf)
-    if "spark.remote" in spark_conf:
-        # A run drives the SparkContext (handler-count accumulators, FAIR pools, log level),
-        # which Connect does not expose: refused now, not after a session and a lake folder.
-        raise UserError(
-            f"--conf spark.remote={spark_conf['spark.remote']}: run does not work over Spark "
-            "Connect yet (it needs the SparkContext); use --conf spark.master=spark://HOST:PORT"
-        )
     writer = settings.pop("lake.writer", None)
     if writer not in (None, "spark", "delta-rs"):
         raise UserError(f"--conf lake.writer: spark or delta-rs, not {writer!r}")

@@ -1,14 +1,13 @@
 """Running on a Spark cluster: check the master answers, ship the project's code to executors.
 
 A local master runs executors on this machine, in this interpreter's environment. A cluster
-(standalone `spark://`, YARN, Kubernetes) or a Spark Connect server does not: its Python
+(standalone `spark://`, YARN, Kubernetes) does not: its Python
 workers must be told which interpreter to run, and they need the project's packages (`engine`,
 `handlers`: the state handlers are pickled by reference) whatever their working directory.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import socket
@@ -17,7 +16,6 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
@@ -39,7 +37,6 @@ __all__ = [
 PACKAGES = ("engine", "handlers")
 CONNECT_TIMEOUT_S = 5.0
 EXECUTOR_WAIT_S = 60.0
-_CONNECT_PORT = 15002  # Spark Connect's default port
 
 
 # The master URLs Spark takes (SparkContext.createTaskScheduler and its cluster managers). Any
@@ -57,12 +54,17 @@ _JVM_SIZE = re.compile(r"\d+[kKmMgGtT]?")
 
 def check_settings(settings: Mapping[str, str]) -> None:
     """Fail in one line, before Spark starts, on settings Spark cannot start with and cannot
-    name: a master URL of no known form, a driver heap size the JVM refuses."""
+    name: a master URL of no known form, a driver heap size the JVM refuses; or Spark Connect."""
     remote = settings.get("spark.remote")
-    if remote is not None and not remote.startswith("sc://"):
-        raise UserError(f"--conf spark.remote={remote}: expected sc://HOST[:PORT]")
+    if remote is not None:
+        # A run drives the SparkContext (handler-count accumulators, FAIR pools, log level),
+        # which Connect does not expose (docs/decisions.md).
+        raise UserError(
+            f"--conf spark.remote={remote}: run does not work over Spark Connect yet (it needs "
+            "the SparkContext); use --conf spark.master=spark://HOST:PORT"
+        )
     master = settings.get("spark.master", "")
-    if not remote and not _MASTER.fullmatch(master):
+    if not _MASTER.fullmatch(master):
         raise UserError(
             f"--conf spark.master={master}: expected local, local[N], spark://HOST:PORT, "
             "yarn or k8s://URL"
@@ -76,11 +78,8 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def _endpoints(key: str, url: str) -> list[tuple[str, int]]:
-    """host:port pairs of a `spark://h1:p1,h2:p2` master or an `sc://host[:port]` remote."""
-    if key == "spark.remote":
-        parts = urlsplit(url)
-        return [(parts.hostname or "localhost", parts.port or _CONNECT_PORT)]
+def _endpoints(url: str) -> list[tuple[str, int]]:
+    """host:port pairs of a `spark://h1:p1,h2:p2` master."""
     hosts = url.removeprefix("spark://").split("/")[0]
     found = []
     for host_port in hosts.split(","):
@@ -91,20 +90,14 @@ def _endpoints(key: str, url: str) -> list[tuple[str, int]]:
 
 
 def check_reachable(settings: Mapping[str, str]) -> None:
-    """Fail in one line, before Spark starts, when no standalone master or Connect server
-    answers: Spark itself retries for about a minute and then leaves a stopped session."""
-    remote = settings.get("spark.remote")
-    key, url = ("spark.remote", remote) if remote else ("spark.master", settings["spark.master"])
-    if not url or not url.startswith(("spark://", "sc://")):
+    """Fail in one line, before Spark starts, when no standalone master answers: Spark itself
+    retries for about a minute and then leaves a stopped session."""
+    url = settings["spark.master"]
+    if not url.startswith("spark://"):
         return  # local, yarn, k8s: Spark reports those itself, quickly
-    if remote and importlib.util.find_spec("grpc") is None:
-        raise UserError(
-            f"--conf spark.remote={url}: this Python lacks Spark Connect's client "
-            "(pip install 'pyspark[connect]')"
-        )
-    endpoints = _endpoints(key, url)
+    endpoints = _endpoints(url)
     if not endpoints:
-        raise UserError(f"--conf {key}={url}: expected {url.split('://')[0]}://HOST:PORT")
+        raise UserError(f"--conf spark.master={url}: expected spark://HOST:PORT")
     reasons = []
     for host, port in endpoints:
         try:
@@ -112,13 +105,13 @@ def check_reachable(settings: Mapping[str, str]) -> None:
                 return
         except OSError as err:
             reasons.append(f"{host}:{port} {err.strerror or err}")
-    raise UserError(f"--conf {key}={url}: unreachable ({'; '.join(reasons)})")
+    raise UserError(f"--conf spark.master={url}: unreachable ({'; '.join(reasons)})")
 
 
 def executor_conf(settings: Mapping[str, str]) -> dict[str, str]:
     """Settings that make a cluster's executors run this interpreter (unless set already)."""
-    if settings.get("spark.remote") or _is_local(settings.get("spark.master", "")):
-        return {}  # local executors inherit this environment; a Connect server has its own
+    if _is_local(settings.get("spark.master", "")):
+        return {}  # local executors inherit this environment
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     conf = {"spark.executorEnv.PYSPARK_PYTHON": python, "spark.pyspark.python": python}
     return {k: v for k, v in conf.items() if k not in settings}
@@ -136,15 +129,10 @@ def project_zip(folder: Path) -> Path:
 
 def ship_project(spark: SparkSession, settings: Mapping[str, str]) -> None:
     """Add the project's packages to the executors' Python path when they run elsewhere."""
-    remote = bool(settings.get("spark.remote"))
-    if not remote and _is_local(settings.get("spark.master", "")):
+    if _is_local(settings.get("spark.master", "")):
         return  # local executors import the project as the driver does
     # Spark serves the file from this path for the whole run.
-    archive = project_zip(scratch_folder("streamlake-pyfiles-"))
-    if remote:
-        spark.addArtifacts(str(archive), pyfile=True)
-    else:
-        spark.sparkContext.addPyFile(str(archive))
+    spark.sparkContext.addPyFile(str(project_zip(scratch_folder("streamlake-pyfiles-"))))
 
 
 def await_executors(spark: SparkSession, settings: Mapping[str, str]) -> None:
@@ -152,11 +140,11 @@ def await_executors(spark: SparkSession, settings: Mapping[str, str]) -> None:
     registered, or none with free cores, Spark waits for ever and the run prints nothing (its
     "Initial job has not accepted any resources" is a warning, below the log level)."""
     master = settings.get("spark.master", "")
-    if settings.get("spark.remote") or not master.startswith("spark://"):
+    if not master.startswith("spark://"):
         return
-    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()  # the driver is one
     deadline = time.monotonic() + EXECUTOR_WAIT_S
-    while status.size() < 2:
+    # The driver counts as one executor of the status.
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 2:
         if time.monotonic() > deadline:
             raise UserError(
                 f"--conf spark.master={master}: no executor started within "
@@ -164,4 +152,3 @@ def await_executors(spark: SparkSession, settings: Mapping[str, str]) -> None:
                 "(start one, README 'Running on a Spark cluster')"
             )
         time.sleep(0.5)
-        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()

@@ -20,22 +20,19 @@ import os
 import time
 from pathlib import Path
 
+from engine.lake.guard import last_committed
+
 __all__ = ["queue_due_timers"]
 
 _VERSION = "v1"  # the offset and commit logs' format line, the only one Spark 4 writes
 
 
-def _last_batch(log: Path) -> int | None:
-    ids = [int(p.name) for p in log.iterdir() if p.name.isdigit()] if log.is_dir() else []
-    return max(ids, default=None)
-
-
 def queue_due_timers(checkpoint: Path) -> bool:
     """Log the no-data batch the last committed one called for; True if it was logged."""
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
-    last = _last_batch(offsets)
-    if last is None or not (commits / str(last)).is_file():
-        return False  # a new checkpoint, or a batch Spark replays anyway
+    last = last_committed(checkpoint)
+    if last is None or not (offsets / str(last)).is_file() or (offsets / str(last + 1)).exists():
+        return False  # a new checkpoint, or a planned batch Spark replays anyway
     commit = (commits / str(last)).read_text().splitlines()
     planned = (offsets / str(last)).read_text().splitlines()
     if commit[:1] != [_VERSION] or planned[:1] != [_VERSION] or len(planned) < 2:

@@ -1,4 +1,4 @@
-"""The Spark session: local by default, any master or Spark Connect URL by configuration."""
+"""The Spark session: local by default, any master URL by configuration (not Spark Connect)."""
 
 from __future__ import annotations
 
@@ -71,28 +71,21 @@ def get_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # pyspark's own pandas calls warn on every batch in the workers; the warnings are not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    remote = (conf or {}).get("spark.remote")
-    # The Spark packages fetched by `make` (engine/runtime/jars.py); a Connect server has its own.
-    packages = {} if remote else find_packages().spark_conf()
-    settings = {**DEFAULT_CONF, **packages, **(conf or {})}
-    if not remote:
-        settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
+    # The Spark packages fetched by `make` (engine/runtime/jars.py).
+    settings = {**DEFAULT_CONF, **find_packages().spark_conf(), **(conf or {})}
     check_settings(settings)
+    settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
     check_reachable(settings)  # an unreachable master: one line now, not a minute of retries
     settings.update(executor_conf(settings))
     builder = SparkSession.builder
-    settings.pop("spark.remote", None)
-    if remote:
-        builder = builder.remote(remote)
-        settings.pop("spark.master", None)
     for key, value in settings.items():
         builder = builder.config(key, value)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with _stderr_to(log_file):
         spark = builder.getOrCreate()
     _check_sql_conf(spark)
-    ship_project(spark, {**settings, "spark.remote": remote or ""})
-    await_executors(spark, settings)  # settings lost spark.master above on Connect
+    ship_project(spark, settings)
+    await_executors(spark, settings)
     if log_file is not None:
         # pyspark logs each SQL error as a JSON record on stderr before raising it; the CLI
         # prints the error itself, in one line.
