@@ -486,6 +486,7 @@ def run_pipeline(
             for name, due in list(retry_at.items()):
                 if time.monotonic() >= due:
                     del retry_at[name]
+                    result.writers[name].restart()
                     queries[name] = _start(
                         spark,
                         specs[name],

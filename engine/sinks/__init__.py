@@ -50,7 +50,8 @@ class Sink(Protocol):
         ...
 
     def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
-        """Called once before the first batch of a run: a table records its writer."""
+        """Called before the first batch of each start of the query: a table records its
+        writer."""
         ...
 
     def write(self, data: Any, batch: BatchId) -> int:

@@ -50,7 +50,10 @@ class TopicSink:
         return False
 
     def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
-        """Topics are not claimed: several writers may send to one."""
+        """Topics are not claimed (several writers may send to one), but each start of the
+        query gets a new producer: a broker that came back empty does not know the old one's
+        id and times its messages out (message.timeout.ms, 30 s by default)."""
+        self._producer = None
 
     @property
     def servers(self) -> str:

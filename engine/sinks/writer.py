@@ -99,6 +99,11 @@ class MultiTableWriter:
         finally:
             df.unpersist()
 
+    def restart(self) -> None:
+        """Before the query starts again after a failure: the sinks are claimed again at its
+        first batch, and a topic sink opens a new producer there."""
+        self._last_batch = None
+
     @staticmethod
     def _write(sink: Sink, part: DataFrame, batch: BatchId, *, held: bool) -> int:
         """Write one sink's rows unless its table holds the batch; returns the rows."""
