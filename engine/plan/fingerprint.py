@@ -120,7 +120,9 @@ def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
     for key, now in after.items():
         was = before.get(key)
         if was is None:
-            found.append(f"{now['file']}: {now['step']} has a new {now['what']}")
+            found.append(
+                f"{now['file']}: {now['what']} of {now['step']} added ({_words(now['value'])})"
+            )
         elif was["value"] != now["value"]:
             found.append(
                 f"{now['file']}: {now['what']} of {now['step']} changed "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.definitions.handler import STATE_BUCKETS
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
 from engine.plan.fingerprint import conf_changes, query_fingerprint, state_changes
@@ -122,8 +123,8 @@ def test_a_checkpoint_with_state_per_key_is_named(project: Path):
     before = {**now, "state": [s for s in now["state"] if s["what"] != "handler state layout"]}
     found = state_changes(before, now)
     assert sorted(f.rsplit(": ", 1)[1] for f in found) == [
-        "cart_updates has a new handler state layout",
-        "session_updates has a new handler state layout",
+        f"handler state layout of cart_updates added (keys in {STATE_BUCKETS} buckets)",
+        f"handler state layout of session_updates added (keys in {STATE_BUCKETS} buckets)",
     ]
 
 
@@ -131,7 +132,11 @@ def test_a_new_stateful_step_is_named(project: Path):
     before = fingerprint(project / "pipelines", "server_logs")
     edit(project / "sql/server_logs/events.sql", "SELECT\n", "SELECT DISTINCT\n")
     (found,) = state_changes(before, fingerprint(project / "pipelines", "server_logs"))
-    assert found == f"{project}/sql/server_logs/events.sql: events has a new deduplication key"
+    assert found == (
+        f"{project}/sql/server_logs/events.sql: deduplication key of events added "
+        "(customer_id, event_time, event_type, item_index, product_id, price, quantity, source, "
+        "logged_out, event_date)"
+    )
 
 
 def offsets_file(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
