@@ -31,6 +31,11 @@ _JAVA_CAUSE = re.compile(r"^Caused by: ([\w.$]+): (.+)$", re.M)
 # Errors of Spark's that the input or a source option causes (an input file it cannot read,
 # `--conf source.maxFilesPerTrigger=abc`), not the pipeline or the machine: a usage error.
 _INPUT_ERRORS = ("[FAILED_READ_FILE", "Invalid value ")
+# Spark's Kafka source finding that the broker no longer has offsets the checkpoint read (a
+# topic recreated, a broker that came back empty, retention). Its text names Spark's option;
+# the user sets the pipeline's, as with the Python source (engine/sources/kafka.py).
+_KAFKA_DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
+_KAFKA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?$", re.M)
 
 
 def _message(err: Exception) -> str:
@@ -115,4 +120,15 @@ def as_user_error(err: Exception, prefix: str = "") -> Exception:
     line = spark_error_line(err)
     if line.startswith(_INPUT_ERRORS):
         kind = UserError
+    text = _message(err)
+    if _KAFKA_DATA_LOSS in text:
+        reason = _KAFKA_LOSS_REASON.search(text)
+        kind, line = (
+            UserError,
+            (
+                "kafka source: the broker lost data the checkpoint had read"
+                + (f" ({reason.group(1)})" if reason else "")
+                + "; set source.failOnDataLoss=false to go on"
+            ),
+        )
     return kind(prefix + line)

@@ -1,5 +1,5 @@
 """sensor_cep against a real broker when things go wrong: a SIGKILL mid-stream, the broker
-going away and coming back, and a broker that is not there at all.
+going away and coming back, a broker that lost what was read, and one that is not there at all.
 
 The crash and outage tests run the Python source and producer (`source.connector=python`),
 the embedded path; the outage test on tansu, whose restart on the same port the Python client
@@ -24,6 +24,7 @@ import pytest
 from devtools.broker import Broker, free_port
 from devtools.generators.sensor_cep import generate_sensor_cep
 from engine.definitions.pipeline import Registry
+from engine.errors import UserError
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, batches_committed, consume, produce, read_table
@@ -227,6 +228,44 @@ def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tm
         thread.join(180)
         broker.stop()
     assert not failures, failures
+
+
+# Spark's connector on Apache Kafka: tansu answers ListOffsets short of the end, and Spark's
+# connector asks it (docs/decisions.md).
+@pytest.mark.parametrize(("connector", "kind"), [("native", None), ("python", "tansu")])
+def test_a_broker_that_lost_what_the_checkpoint_read_stops_the_run_until_the_user_goes_on(
+    spark, tmp_path, connector, kind
+):
+    broker = Broker(kind=kind).start(TOPICS)
+    lake = tmp_path / "lake"
+    settings = {"kafka.bootstrap.servers": broker.servers, "source.connector": connector}
+
+    def once(extra: dict[str, str]) -> None:
+        pipeline = Registry().get("sensor_cep").with_settings({**settings, **extra})
+        opts = RunOptions(lake=lake, once=True, quiet=True)
+        run_pipeline(spark, plan_pipeline(pipeline, once=True), opts, out=io.StringIO())
+
+    try:
+        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=d, s=d) for d in (1, 2, 3)])
+        once({})
+        broker.stop()
+        broker.start(TOPICS)  # same port, empty topics: offsets start again at 0
+        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=4, s=4)])
+        with pytest.raises(UserError) as lost:
+            once({})
+        # The same line on both connectors, naming the pipeline's option, not Spark's.
+        assert str(lost.value).startswith("query ")
+        assert "the broker lost data" in str(lost.value)
+        assert str(lost.value).endswith("; set source.failOnDataLoss=false to go on")
+        if connector == "native":  # the Python source going on: the outage test
+            once({"source.failOnDataLoss": "false"})
+            produce(broker.servers, "sensor-readings", [ANOMALY.format(d=5, s=5)])
+            once({"source.failOnDataLoss": "false"})
+            # Spark's connector goes on after what the broker held when it saw the loss.
+            found = {r["device_id"] for r in read_table(lake, "sensor_anomalies")}
+            assert found == {"1", "2", "3", "5"}
+    finally:
+        broker.stop()
 
 
 def test_once_with_no_broker_is_one_line_and_exit_2(tmp_path):

@@ -87,3 +87,22 @@ def test_an_input_file_or_option_spark_refuses_is_a_usage_error() -> None:
     option = "Invalid value 'abc' for option 'maxFilesPerTrigger', must be a positive integer"
     assert isinstance(as_user_error(Exception(option)), UserError)
     assert type(as_user_error(Exception("[DIVIDE_BY_ZERO] no"))) is RuntimeError
+
+
+def test_kafka_data_loss_on_spark_connector_names_the_pipeline_option() -> None:
+    text = (
+        "Some data may have been lost because they are not available in Kafka any more;\n"
+        "either the data was aged out by Kafka or the topic may have been deleted before all "
+        "the data in the\ntopic was processed.\nIf you don't want your streaming query to fail "
+        "on such cases, set the source option failOnDataLoss to false.\n"
+        "Reason: Partition sensor-readings-0 offset was changed from 5030 to 0.\n"
+        "This could be either 1) a user error that the start offset is set beyond available "
+        "offset when starting query, or 2) the kafka topic-partition is deleted and re-created.\n"
+    )
+    err = as_user_error(Exception(text), "query main: ")
+    assert isinstance(err, UserError)
+    assert str(err) == (
+        "query main: kafka source: the broker lost data the checkpoint had read (Partition "
+        "sensor-readings-0 offset was changed from 5030 to 0); set source.failOnDataLoss=false "
+        "to go on"
+    )
