@@ -35,7 +35,7 @@ def queue_due_timers(checkpoint: Path) -> bool:
         return False  # a new checkpoint, or a planned batch Spark replays anyway
     commit = (commits / str(last)).read_text().splitlines()
     planned = (offsets / str(last)).read_text().splitlines()
-    if commit[:1] != [_VERSION] or planned[:1] != [_VERSION] or len(planned) < 2:
+    if commit[:1] != [_VERSION] or planned[:1] != [_VERSION] or min(len(commit), len(planned)) < 2:
         return False  # a format this does not know: leave it to Spark
     next_watermark = json.loads(commit[1]).get("nextBatchWatermarkMs", 0)
     metadata = json.loads(planned[1])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
 
-__all__ = ["as_user_error", "spark_error_line"]
+__all__ = ["as_user_error", "spark_error_line", "without_sqlstate"]
 
 
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
@@ -38,6 +38,11 @@ _KAFKA_DATA_LOSS = "Some data may have been lost because they are not available 
 _KAFKA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?$", re.M)
 
 
+def without_sqlstate(text: str) -> str:
+    """`text` without the ` SQLSTATE: ...` Spark ends its error messages with."""
+    return _SQLSTATE.sub("", text).strip()
+
+
 def _message(err: Exception) -> str:
     # pyspark builds the message of a JVM error from Spark's own list of error classes, and
     # fails on one it lacks (delta-spark's DELTA_* classes: "Cannot find main error class");
@@ -54,7 +59,7 @@ def spark_error_line(err: Exception) -> str:
     own = _OWN_ERROR.search(text)
     if own:
         # raise_error() in SQL (a FAIL UPDATE expectation) ends the line with Spark's state.
-        return _SQLSTATE.sub("", own.group(2)).strip()
+        return without_sqlstate(own.group(2))
     if _TRACEBACK in text:
         tail = text[text.index(_TRACEBACK) :].split("\n=== Streaming Query ===", 1)[0]
         raised = list(_RAISED.finditer(tail))
@@ -69,7 +74,7 @@ def _python_error(tail: str, raised: re.Match[str]) -> str:
         java = _java_error(tail[raised.end() :])
         if java:
             return java
-    message = _SQLSTATE.sub("", message).strip()
+    message = without_sqlstate(message)
     if context:
         return f"{message} (in SQL {context})"
     if not message.startswith("["):  # not one of Spark's error classes: name the Python one
@@ -90,7 +95,7 @@ def _java_error(text: str) -> str:
     error = _JAVA_ERROR.search(text)
     if not error:
         return ""
-    message = _SQLSTATE.sub("", error.group(2)).strip()
+    message = without_sqlstate(error.group(2))
     causes = [
         c for c in _JAVA_CAUSE.finditer(text, error.end()) if not c.group(1).startswith("py4j")
     ]
@@ -111,24 +116,29 @@ def _shown(path: str) -> str:
 
 def as_user_error(err: Exception, prefix: str = "") -> Exception:
     """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
-    KafkaUnavailable) when our code raised it in a worker, an input file could not be read or a
-    source option is invalid; else a RuntimeError."""
-    own = _OWN_ERROR.search(_message(err))
+    KafkaUnavailable) when our code raised it in a worker, an input file could not be read, a
+    source option is invalid or the Kafka broker lost data; else a RuntimeError."""
+    text = _message(err)
+    lost = _kafka_data_loss(text)
+    if lost:
+        return UserError(prefix + lost)
+    own = _OWN_ERROR.search(text)
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError
     )
     line = spark_error_line(err)
     if line.startswith(_INPUT_ERRORS):
         kind = UserError
-    text = _message(err)
-    if _KAFKA_DATA_LOSS in text:
-        reason = _KAFKA_LOSS_REASON.search(text)
-        kind, line = (
-            UserError,
-            (
-                "kafka source: the broker lost data the checkpoint had read"
-                + (f" ({reason.group(1)})" if reason else "")
-                + "; set source.failOnDataLoss=false to go on"
-            ),
-        )
     return kind(prefix + line)
+
+
+def _kafka_data_loss(text: str) -> str | None:
+    """Spark's Kafka data-loss error as the line the Python source gives, or None."""
+    if _KAFKA_DATA_LOSS not in text:
+        return None
+    reason = _KAFKA_LOSS_REASON.search(text)
+    return (
+        "kafka source: the broker lost data the checkpoint had read"
+        + (f" ({reason.group(1)})" if reason else "")
+        + "; set source.failOnDataLoss=false to go on"
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from engine.runtime.cluster import (
     ship_project,
 )
 from engine.runtime.conf import DEFAULT_CONF
+from engine.runtime.errors import without_sqlstate
 from engine.runtime.jars import DELTA_CATALOG, find_packages
 from engine.runtime.scratch import scratch_folder
 
@@ -105,7 +105,7 @@ def _check_sql_conf(spark: SparkSession) -> None:
         if not (err.getCondition() or "").startswith("INVALID_CONF_VALUE"):
             raise
         params = err.getMessageParameters() or {}
-        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first_line(err))
+        reason = without_sqlstate(first_line(err))
         raise UserError(
             f"--conf {params.get('confName')}={params.get('confValue')}: {reason}"
         ) from None
