@@ -168,7 +168,8 @@ class Broker:
     """A broker process on 127.0.0.1:`port`; a context manager that stops it on exit.
 
     `kind` is "kafka" (Apache Kafka, KRaft) or "tansu"; None picks Apache Kafka where its jars
-    are there (default_kind). A stopped broker can be started again on the same port, empty.
+    are there (default_kind). A stopped broker can be started again on the same port: empty,
+    or with its topics as they were when Apache Kafka was stopped with `keep_log`.
     """
 
     def __init__(
@@ -202,7 +203,8 @@ class Broker:
                 "not found"
             )
         logs = self._data / "logs"
-        _kafka_meta(logs)
+        if not (logs / "meta.properties").exists():  # else a restart on its kept log
+            _kafka_meta(logs)
         props = self._data / "server.properties"
         props.write_text(_kafka_properties(self.port, _other_port(self.port), logs))
         return ["java", KAFKA_HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -213,7 +215,8 @@ class Broker:
         """Start the process, wait until it serves metadata, create `topics`."""
         if _in_use(self.port):
             raise UserError(f"broker: 127.0.0.1:{self.port} is in use by another process")
-        self._data = Path(tempfile.mkdtemp(prefix="streamlake-broker-"))
+        if self._data is None:
+            self._data = Path(tempfile.mkdtemp(prefix="streamlake-broker-"))
         # Without a log of the caller's, the output still goes to a file: a broker that exits
         # at start says why in it.
         output = self.log or self._data / "broker.out"
@@ -256,8 +259,11 @@ class Broker:
         except KafkaException:
             return False
 
-    def stop(self) -> None:
-        """Stop the process; its topics are lost."""
+    def stop(self, *, keep_log: bool = False) -> None:
+        """Stop the process; its topics are lost unless Apache Kafka keeps its log for the next
+        start, as a real broker's restart does."""
+        if keep_log and self.kind != "kafka":
+            raise ValueError("keep_log: tansu keeps its topics in memory only")
         if self.process and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -266,7 +272,7 @@ class Broker:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-        if self._data is not None:
+        if self._data is not None and not keep_log:
             shutil.rmtree(self._data, ignore_errors=True)
             self._data = None
 

@@ -137,9 +137,9 @@ class RunRecorder:
         self._append([event], batch=(writer.app_id, progress.batchId))
         return checks
 
-    def error(self, query: str | None, message: str) -> None:
-        """A query failed, or stopped to be retried."""
-        self._append([self._event("error", query=query, status="failed", message=message)])
+    def error(self, query: str | None, message: str, *, status: str = "failed") -> None:
+        """A query failed, stopped to be retried, or (status "waiting") waits on its source."""
+        self._append([self._event("error", query=query, status=status, message=message)])
 
     def stop(self, *, status: str, message: str | None = None, rows: Mapping[str, int]) -> None:
         """The run ends: how, and the rows it wrote per table."""

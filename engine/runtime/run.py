@@ -27,6 +27,7 @@ from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
 from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
+from engine.runtime.broker_wait import BrokerWait
 from engine.runtime.due_timers import queue_due_timers
 from engine.runtime.errors import as_user_error
 from engine.runtime.events import RunRecorder, versions
@@ -44,6 +45,7 @@ from engine.sinks.kafka import (
 )
 from engine.sinks.spark_delta import SparkDeltaSink
 from engine.sinks.writer import MultiTableWriter
+from engine.sources.kafka_topic import KafkaOptions, kafka_options
 from engine.sources.socket_lines import check_server, server_address
 from engine.sources.streams import Connector, kafka_connector
 
@@ -397,6 +399,32 @@ def _schedule_retries(
         retry_at[name] = time.monotonic() + RETRY_SECONDS
 
 
+def _broker_wait(plan: Plan, opts: RunOptions, connector: Connector) -> BrokerWait | None:
+    """A watch on Spark's Kafka source in a continuous run, which its client would otherwise
+    spend waiting for a broker that went away without a word (the Python source fails)."""
+    source = plan.pipeline.source
+    if opts.once or opts.input_path or connector != "native" or source.kind != "kafka":
+        return None
+    options = KafkaOptions.parse(kafka_options(source, plan.pipeline.kafka))
+    return BrokerWait(options.servers, options.timeout_s)
+
+
+def _report_waits(
+    watch: BrokerWait,
+    queries: Mapping[str, StreamingQuery],
+    *,
+    out: TextIO,
+    recorder: RunRecorder,
+) -> None:
+    """Say which queries started or stopped waiting on the broker."""
+    for name, q in queries.items():
+        news = watch.observe(name, q.status["message"], time.monotonic()) if q.isActive else None
+        if news:
+            recorder.error(name, news.line, status=news.status)
+            out.write(news.line + "\n")
+            out.flush()
+
+
 def run_pipeline(
     spark: SparkSession,
     plan: Plan,
@@ -468,6 +496,7 @@ def run_pipeline(
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}
+    watch = _broker_wait(plan, opts, connector)
     status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
@@ -483,6 +512,8 @@ def run_pipeline(
             )
         while not stop.is_set():
             _schedule_retries(queries, retry_at, once=opts.once, out=out, recorder=recorder)
+            if watch:
+                _report_waits(watch, queries, out=out, recorder=recorder)
             for name, due in list(retry_at.items()):
                 if time.monotonic() >= due:
                     del retry_at[name]

@@ -230,6 +230,71 @@ def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tm
     assert not failures, failures
 
 
+def test_spark_connector_waiting_on_a_broker_that_went_away_is_said_and_the_run_goes_on(
+    spark, tmp_path
+):
+    """Spark's Kafka client waits for a broker for ever, without a word of its own; the run
+    says so after `source.timeout`, and again when the broker (its log kept) is back."""
+    broker = Broker().start(TOPICS)  # Apache Kafka: it keeps its log across a restart
+    lake = tmp_path / "lake"
+    settings = {
+        "kafka.bootstrap.servers": broker.servers,
+        "source.connector": "native",
+        "source.timeout": "2",
+    }
+    pipeline = Registry().get("sensor_cep").with_settings(settings)
+    pipeline = replace(
+        pipeline, queries=tuple(replace(q, trigger="1 second") for q in pipeline.queries)
+    )
+    out = io.StringIO()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            opts = RunOptions(lake=lake, quiet=True)
+            run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop, out=out)
+        except BaseException as err:  # surfaced by the assertions below
+            failures.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    anomalies = lambda: {r["device_id"] for r in read_table(lake, "sensor_anomalies")}  # noqa: E731
+    first_commit = lake / "sensor_anomalies" / "_delta_log" / f"{0:020d}.json"
+    try:
+        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1)])
+        wait_until(lambda: first_commit.exists() and anomalies() == {"1"})
+
+        broker.stop(keep_log=True)
+        wait_until(lambda: out.getvalue().count("unreachable") == 2, timeout_s=60)
+        said = sorted(out.getvalue().splitlines())
+        prefix = f"kafka broker {broker.servers} unreachable (kafka.bootstrap.servers): no offsets"
+        assert [ln.split(": ", 1)[0] for ln in said] == ["query alerts", "query main"]
+        assert all(ln.split(": ", 1)[1].startswith(prefix) for ln in said), said
+        assert all(ln.endswith("(source.timeout); Spark's client keeps asking") for ln in said)
+
+        broker.start()
+        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=2, s=2)])
+        wait_until(lambda: anomalies() == {"1", "2"}, timeout_s=120)
+        wait_until(lambda: out.getvalue().count("answered again") == 2)
+        # Nothing lost or sent twice through the outage.
+        sent = consume(broker.servers, "sensor-anomalies", expect=2)
+        assert sorted(json.loads(m.value())["device_id"] for m in sent) == ["1", "2"]
+    finally:
+        stop.set()
+        thread.join(180)
+        broker.stop()
+    assert not failures, failures
+    events = read_table(lake, "_event_log")
+    waits = [(e["query"], e["status"]) for e in events if e["kind"] == "error"]
+    assert sorted(waits) == [
+        ("alerts", "resumed"),
+        ("alerts", "waiting"),
+        ("main", "resumed"),
+        ("main", "waiting"),
+    ]
+
+
 # Spark's connector on Apache Kafka: tansu answers ListOffsets short of the end, and Spark's
 # connector asks it (docs/decisions.md).
 @pytest.mark.parametrize(("connector", "kind"), [("native", None), ("python", "tansu")])
