@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LATEST",
     "Snapshot",
+    "commit_time",
     "dataset",
     "lake_tables",
     "read_arrow",
@@ -76,13 +77,22 @@ class Snapshot:
         return cls(as_of=when if when.tzinfo else when.replace(tzinfo=dt.UTC))
 
     def open(self, name: str, path: Path) -> DeltaTable:
-        """The Delta table at this snapshot; a version it does not have is a user error."""
+        """The Delta table at this snapshot; a version it does not have, or a time before its
+        earliest version, is a user error."""
         try:
             table = DeltaTable(str(path), version=self.version)
             if self.as_of is not None:
                 table.load_as_version(self.as_of)
         except Exception as err:  # delta-rs raises several types for a missing version
             raise UserError(self._missing(name, path, err)) from None
+        # delta-rs gives the earliest version for a time before it; Delta's own time travel
+        # refuses that time, and a table that did not exist then has no rows to show.
+        committed = None if self.as_of is None else commit_time(path, table.version())
+        if committed is not None and committed > self.as_of:
+            raise UserError(
+                f"query: table '{name}' did not exist yet at --as-of {_utc(self.as_of)}: its "
+                f"earliest version ({table.version()}) is from {_utc(committed)}"
+            )
         return table
 
     def _missing(self, name: str, path: Path, err: Exception) -> str:
@@ -101,6 +111,20 @@ class Snapshot:
 
 
 LATEST = Snapshot()
+
+
+def _utc(when: dt.datetime) -> str:
+    return f"{when.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"
+
+
+def commit_time(table: Path, version: int) -> dt.datetime | None:
+    """When `version` of the table at `table` was committed, as time travel compares it: its
+    commit file's modification time, in milliseconds; None when the file was cleaned up."""
+    log_file = table / "_delta_log" / f"{version:020d}.json"
+    try:
+        return dt.datetime.fromtimestamp(int(log_file.stat().st_mtime * 1000) / 1000, tz=dt.UTC)
+    except FileNotFoundError:  # a log cleaned up after a Delta checkpoint
+        return None
 
 
 def lake_tables(lake: Path) -> dict[str, Path]:

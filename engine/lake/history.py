@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from engine.lake import lake_tables
+from engine.lake import commit_time, lake_tables
 from engine.errors import UserError
 
 __all__ = ["HISTORY_SCHEMA", "rows_written", "table_history"]
@@ -66,13 +66,10 @@ def _writer_of(commit: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _commit_time(table: Path, commit: Mapping[str, Any]) -> dt.datetime:
-    """When a version was committed, as `--as-of` compares it: the commit file's modification
-    time (what delta-rs and Delta's own time travel use), else the time the writer recorded."""
-    log_file = table / "_delta_log" / f"{commit['version']:020d}.json"
-    try:
-        return dt.datetime.fromtimestamp(int(log_file.stat().st_mtime * 1000) / 1000, tz=dt.UTC)
-    except FileNotFoundError:  # a log cleaned up after a Delta checkpoint
-        return dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC)
+    """When a version was committed, as `--as-of` compares it (what delta-rs and Delta's own
+    time travel use), else, its commit file cleaned up, the time the writer recorded."""
+    recorded = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC)
+    return commit_time(table, commit["version"]) or recorded
 
 
 def table_history(lake: Path, name: str) -> pa.Table:

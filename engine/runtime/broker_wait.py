@@ -1,6 +1,6 @@
 """Says when Spark's Kafka connector is waiting on a broker that does not answer.
 
-Spark's client retries such a broker by itself, for ever and without a word, where the Python
+Spark's client retries such a broker by itself, for minutes and without a word, where the Python
 source fails the query after `source.timeout` and the run says so and retries it. Watching the
 query's status gives a continuous run on either connector a line when the broker goes away."""
 

@@ -152,9 +152,13 @@ def test_time_travel_on_both_engines(spark, lake):
     assert printed(run_duckdb(sql, lake, first)) == printed(run_query(spark, sql, lake, first))
     assert [r["customer_id"] for r in printed(run_duckdb(sql, lake, first))] == ["c1", "c2"]
     missing = r"^query: table 'carts' has versions 0 to \d+, not --version 99$"
+    # As Delta's own timestampAsOf: a time before the table was made is no version of it.
+    before = r"^query: table 'carts' did not exist yet at --as-of 2000-01-01 00:00:00.000 UTC: "
     for run in (run_duckdb, lambda *a: run_query(spark, *a)):
         with pytest.raises(UserError, match=missing):
             run(sql, lake, Snapshot(version=99))
+        with pytest.raises(UserError, match=before):
+            run(sql, lake, Snapshot.parse(None, "2000-01-01"))
 
 
 def test_delta_spark_errors_are_one_line(spark, lake):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import subprocess
@@ -179,6 +180,16 @@ def test_version_and_as_of_read_older_rows(lake):
     history = table_history(lake, "carts").to_pylist()
     between = history[1]["timestamp"]  # the time of version 1's commit
     assert rows(sql, lake, Snapshot.parse(None, between.isoformat())) == [("c1", 2), ("c2", 0)]
+    created = history[-1]["timestamp"]  # version 0: the table is there, empty
+    assert rows(sql, lake, Snapshot.parse(None, created.isoformat())) == []
+    earlier = created - dt.timedelta(milliseconds=1)
+    with pytest.raises(UserError) as before:
+        rows(sql, lake, Snapshot.parse(None, earlier.isoformat()))
+    utc = lambda t: f"{t:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"  # noqa: E731
+    assert str(before.value) == (
+        f"query: table 'carts' did not exist yet at --as-of {utc(earlier)}: "
+        f"its earliest version (0) is from {utc(created)}"
+    )
     with pytest.raises(UserError, match=r"table 'carts' has versions 0 to \d+, not --version 9$"):
         rows(sql, lake, Snapshot(version=9))
     with pytest.raises(UserError, match="--as-of: not a timestamp"):
