@@ -110,7 +110,8 @@ class GenerationSummary(Summary):
 
     ``records`` counts valid records (on-time and late, each once); ``late`` and
     ``out_of_order_other_activity`` are part of them. ``spans`` is the number of activity runs
-    over all users; the creation times are the oldest and newest valid ``Creation_Time``.
+    over all users; ``users`` those with a valid record; the creation times are the oldest and
+    newest valid ``Creation_Time``.
     """
 
     lines: int
@@ -276,6 +277,8 @@ class _Writer:
         if faults:
             self._plan_faults()
         self.lines = self.records = self.late = self.duplicates = self.malformed = 0
+        # The users with a record written: a short run need not reach every simulated one.
+        self._writers: set[int] = set()
         self.older = 0
         self._out: list[str] = []
         # (arrival, creation, sequence, reading): on-time readings waiting for their turn.
@@ -376,7 +379,7 @@ class _Writer:
         return GenerationSummary(
             lines=self.lines,
             records=self.records,
-            users=len(self._users.names),
+            users=len(self._writers),
             duplicates=self.duplicates,
             late=self.late,
             out_of_order_other_activity=self.older,
@@ -422,6 +425,7 @@ class _Writer:
         creation = reading.creation
         self._emit(text, creation)
         self.records += 1
+        self._writers.add(reading.user)
         if self._first < 0 or creation < self._first:
             self._first = creation
         self._last_arrival = max(self._last_arrival, arrival)

@@ -196,6 +196,12 @@ def test_counts_follow_the_rates(
     ) == (records, late, older, duplicates, malformed, 9)
 
 
+def test_users_are_those_with_a_record_not_the_simulated_ones(tmp_path: Path) -> None:
+    summary = generate_user_activity(tmp_path, events=3, faults=False)
+    written = {line.record["User"] for line in records(classify(read_folder(tmp_path)))}
+    assert summary.users == len(written) == 3
+
+
 def test_records_have_the_seed_layout(run: Run) -> None:
     _, lines = run
     valid = records(lines)
