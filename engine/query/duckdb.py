@@ -19,6 +19,8 @@ use and sqlglot leaves out or gets different from Spark:
 * integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
 * `S` fractions of a second in a date format (`ss.SSS`) become DuckDB's `%g`, `%f`, `%n`;
+* `a / b` with `b` zero stops the query, as on Spark (ANSI, its default): sqlglot's translation
+  gives NULL (Spark's legacy mode) and DuckDB's `/` infinity; `try_divide` gives NULL on both;
 * hints are dropped;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -121,6 +123,22 @@ def _fractions(node: exp.TimeToStr | exp.StrToTime) -> None:
     fmt.replace(exp.Literal.string(re.sub(r"(?<!%)S+", digits, fmt.name)))
 
 
+DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
+
+
+def _divide_or_stop(div: exp.Div) -> exp.Expr:
+    """Spark's `a / b` as a DuckDB division that stops the query when `b` is zero and `a` is
+    not NULL (a NULL `a` gives NULL on Spark whatever `b` is)."""
+    plain = div.copy()
+    plain.set("safe", False)
+    zero = exp.and_(
+        exp.EQ(this=exp.Paren(this=div.expression.copy()), expression=exp.Literal.number(0)),
+        exp.Not(this=exp.Is(this=exp.Paren(this=div.this.copy()), expression=exp.Null())),
+    )
+    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(DIVIDE_BY_ZERO)])
+    return exp.Case().when(zero, stop).else_(plain)
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -194,6 +212,9 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
     for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
         _fractions(formatted)
+    for div in reversed(list(tree.find_all(exp.Div))):  # innermost first, as above
+        if div.args.get("safe"):  # Spark's `/`; sqlglot's would give NULL for a zero
+            div.replace(_divide_or_stop(div))
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for select in list(tree.find_all(exp.Select)):
@@ -270,10 +291,11 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
     except duckdb.Error as err:
         first = first_line(err)
-        # A name the query gets wrong fails on Spark too: no hint to try it there.
+        # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
         misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
+        same_on_spark = misnamed or DIVIDE_BY_ZERO in first
         raise UserError(
-            f"query: DuckDB: {first}" + ("" if misnamed else f" ({SPARK_HINT})")
+            f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
         ) from None
     finally:
         con.close()

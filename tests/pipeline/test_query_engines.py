@@ -161,6 +161,26 @@ def test_time_travel_on_both_engines(spark, lake):
             run(sql, lake, Snapshot.parse(None, "2000-01-01"))
 
 
+def test_a_zero_divisor_stops_the_query_on_both_engines(spark, lake):
+    emptied = Snapshot(version=1)  # c2's cart is empty: total_items 0
+    sql = "SELECT customer_id, total_price / total_items AS avg_price FROM carts"
+    with pytest.raises(UserError, match=r"^query: DuckDB: .*division by zero \(try_divide"):
+        run_duckdb(sql, lake, emptied)
+    with pytest.raises(UserError, match=r"^query: \[DIVIDE_BY_ZERO\] Division by zero"):
+        run_query(spark, sql, lake, emptied)
+    # NULL where Spark gives it: try_divide, and a NULL dividend whatever the divisor.
+    sql = (
+        "SELECT customer_id, try_divide(total_price, total_items) AS avg_price, "
+        "CAST(NULL AS DOUBLE) / total_items AS none FROM carts ORDER BY customer_id"
+    )
+    on_duckdb = printed(run_duckdb(sql, lake, emptied))
+    assert on_duckdb == printed(run_query(spark, sql, lake, emptied))
+    assert on_duckdb == [
+        {"customer_id": "c1", "avg_price": 5.245, "none": None},
+        {"customer_id": "c2", "avg_price": None, "none": None},
+    ]
+
+
 def test_delta_spark_errors_are_one_line(spark, lake):
     # pyspark cannot build the message of delta-spark's own error classes and raised instead.
     with pytest.raises(PySparkException) as caught:
