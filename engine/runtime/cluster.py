@@ -36,7 +36,13 @@ __all__ = [
 #: The project's Python packages that code running on executors imports.
 PACKAGES = ("engine", "handlers")
 CONNECT_TIMEOUT_S = 5.0
+#: Spark's own setting for how long to wait for executors to register; a run waits
+#: EXECUTOR_WAIT_S for its first one when it is not set (Spark's 30 s default is for scheduling).
+EXECUTOR_WAIT = "spark.scheduler.maxRegisteredResourcesWaitingTime"
 EXECUTOR_WAIT_S = 60.0
+# Spark's time strings (JavaUtils.timeStringAs): whole numbers, milliseconds without a unit.
+_SPARK_TIME = re.compile(r"\s*(\d+)(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 # The master URLs Spark takes (SparkContext.createTaskScheduler and its cluster managers). Any
@@ -72,6 +78,18 @@ def check_settings(settings: Mapping[str, str]) -> None:
     memory = settings.get("spark.driver.memory")
     if memory is not None and not _JVM_SIZE.fullmatch(memory):
         raise UserError(f"--conf spark.driver.memory={memory}: expected a size such as 2g or 512m")
+    executor_wait_s(settings)
+
+
+def executor_wait_s(settings: Mapping[str, str]) -> float:
+    """How long a run on a standalone master waits for its first executor, in seconds."""
+    value = settings.get(EXECUTOR_WAIT)
+    if value is None:
+        return EXECUTOR_WAIT_S
+    found = _SPARK_TIME.fullmatch(value)
+    if not found:
+        raise UserError(f"--conf {EXECUTOR_WAIT}={value}: expected a time such as 60s or 2min")
+    return int(found[1]) * _SECONDS[(found[2] or "ms").lower()]
 
 
 def _is_local(master: str) -> bool:
@@ -142,13 +160,14 @@ def await_executors(spark: SparkSession, settings: Mapping[str, str]) -> None:
     master = settings.get("spark.master", "")
     if not master.startswith("spark://"):
         return
-    deadline = time.monotonic() + EXECUTOR_WAIT_S
+    wait_s = executor_wait_s(settings)
+    deadline = time.monotonic() + wait_s
     # The driver counts as one executor of the status.
     while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 2:
         if time.monotonic() > deadline:
             raise UserError(
-                f"--conf spark.master={master}: no executor started within "
-                f"{EXECUTOR_WAIT_S:.0f} s; the master has no worker with free cores and memory "
+                f"--conf spark.master={master}: no executor started within {wait_s:g} s "
+                f"({EXECUTOR_WAIT}); the master has no worker with free cores and memory "
                 "(start one, README 'Running on a Spark cluster')"
             )
         time.sleep(0.5)

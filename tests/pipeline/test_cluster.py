@@ -176,6 +176,10 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
         ("spark.master=local[x]", "--conf spark.master=local[x]"),
         ("spark.master=", "--conf spark.master=: expected"),
         ("spark.driver.memory=abc", "--conf spark.driver.memory=abc"),
+        (
+            "spark.scheduler.maxRegisteredResourcesWaitingTime=soon",
+            "--conf spark.scheduler.maxRegisteredResourcesWaitingTime=soon: expected a time",
+        ),
         ("spark.remote=http://127.0.0.1:15002", "--conf spark.remote=http://127.0.0.1:15002"),
         # Before: "pip install 'pyspark[connect]'", after which the run failed anyway, exit 1.
         (
@@ -216,12 +220,20 @@ def test_a_master_without_a_worker_is_one_line_exit_2(tmp_path):
         while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             assert master.poll() is None and time.monotonic() < deadline, "no master"
             time.sleep(0.5)
+        # Spark's setting for how long to wait for executors, so that the test waits 5 s, not
+        # the 60 s a run waits without it.
         result = run_server_logs(
-            tmp_path / "lake", f"spark.master=spark://127.0.0.1:{port}", cwd=tmp_path
+            tmp_path / "lake",
+            f"spark.master=spark://127.0.0.1:{port}",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime=5s",
+            cwd=tmp_path,
         )
     finally:
         stop(master)
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{port}: no executor")
+    assert lines[0].startswith(
+        f"error: --conf spark.master=spark://127.0.0.1:{port}: no executor started within 5 s "
+        "(spark.scheduler.maxRegisteredResourcesWaitingTime)"
+    )
