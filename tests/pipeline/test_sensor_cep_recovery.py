@@ -10,12 +10,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -166,80 +169,82 @@ def test_once_after_a_stop_between_batches_closes_the_windows_that_came_due(
 ANOMALY = '{{"device_id": {d}, "sensor_freq": -{d}.5, "event_time": "2023-04-12 10:00:{s:02d}"}}'
 
 
-def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tmp_path):
-    broker = Broker(kind="tansu").start(TOPICS)
-    lake = tmp_path / "lake"
-    pipeline = (
-        Registry()
-        .get("sensor_cep")
-        .with_settings(
-            {
-                "kafka.bootstrap.servers": broker.servers,
-                "kafka.message.timeout.ms": "3000",
-                "source.timeout": "2",
-                "source.connector": "python",
-                # The in-memory broker comes back empty: its offsets start again at 0.
-                "source.failOnDataLoss": "false",
-            }
-        )
-    )
+@contextmanager
+def continuous_run(spark, lake: Path, settings: dict[str, str]) -> Iterator[io.StringIO]:
+    """sensor_cep running on 1-second triggers in a thread while the block runs; its output.
+    The run is stopped at the end of the block, and must not have failed."""
+    pipeline = Registry().get("sensor_cep").with_settings(settings)
     pipeline = replace(
         pipeline, queries=tuple(replace(q, trigger="1 second") for q in pipeline.queries)
     )
-    out = io.StringIO()
-    stop = threading.Event()
-    failures: list[BaseException] = []
+    out, stop, failures = io.StringIO(), threading.Event(), []
 
     def run() -> None:
         try:
-            run_pipeline(
-                spark,
-                plan_pipeline(pipeline),
-                RunOptions(lake=lake, quiet=True),
-                stop=stop,
-                out=out,
-            )
-        except BaseException as err:  # surfaced by the assertions below
+            opts = RunOptions(lake=lake, quiet=True)
+            run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop, out=out)
+        except BaseException as err:  # surfaced below
             failures.append(err)
 
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        produce(
-            broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1), ANOMALY.format(d=2, s=2)]
-        )
-        anomalies = lambda: {r["device_id"] for r in read_table(lake, "sensor_anomalies")}  # noqa: E731
-        # The first commit file, not the folder: Spark creates the folder before its first commit.
-        first_commit = lake / "sensor_anomalies" / "_delta_log" / f"{0:020d}.json"
-        wait_until(lambda: first_commit.exists() and anomalies() == {"1", "2"})
-        sent = consume(broker.servers, "sensor-anomalies", expect=2)
-        assert sorted(json.loads(m.value())["device_id"] for m in sent) == ["1", "2"]
-
-        broker.stop()
-        wait_until(lambda: "unreachable" in out.getvalue(), timeout_s=60)
-        line = next(ln for ln in out.getvalue().splitlines() if "unreachable" in ln)
-        assert line.startswith("query ") and f"kafka broker {broker.servers} unreachable" in line
-        assert "retrying every" in line and "Traceback" not in out.getvalue()
-
-        broker.start(TOPICS)  # same port, empty topics
-        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=3, s=3)])
-        wait_until(lambda: anomalies() == {"1", "2", "3"}, timeout_s=120)
-        # The new broker got the alert that came after the outage, at the first attempt: the
-        # restarted query has a new producer (the broker does not know the old one).
-        sent = consume(broker.servers, "sensor-anomalies", expect=1)
-        assert [json.loads(m.value())["device_id"] for m in sent] == ["3"]
-        assert "not delivered" not in out.getvalue()
+        yield out
     finally:
         stop.set()
         thread.join(180)
-        broker.stop()
     assert not failures, failures
+
+
+def anomalies(lake: Path) -> set[str]:
+    """Devices in sensor_anomalies; none before its first commit (Spark creates the folder
+    before it commits)."""
+    if not (lake / "sensor_anomalies" / "_delta_log" / f"{0:020d}.json").exists():
+        return set()
+    return {r["device_id"] for r in read_table(lake, "sensor_anomalies")}
+
+
+def test_broker_outage_is_reported_and_the_run_resumes_when_it_is_back(spark, tmp_path):
+    broker = Broker(kind="tansu").start(TOPICS)
+    lake = tmp_path / "lake"
+    settings = {
+        "kafka.bootstrap.servers": broker.servers,
+        "kafka.message.timeout.ms": "3000",
+        "source.timeout": "2",
+        "source.connector": "python",
+        # The in-memory broker comes back empty: its offsets start again at 0.
+        "source.failOnDataLoss": "false",
+    }
+    try:
+        with continuous_run(spark, lake, settings) as out:
+            produce(broker.servers, "sensor-readings", [ANOMALY.format(d=d, s=d) for d in (1, 2)])
+            wait_until(lambda: anomalies(lake) == {"1", "2"})
+            sent = consume(broker.servers, "sensor-anomalies", expect=2)
+            assert sorted(json.loads(m.value())["device_id"] for m in sent) == ["1", "2"]
+
+            broker.stop()
+            wait_until(lambda: "unreachable" in out.getvalue(), timeout_s=60)
+            line = next(ln for ln in out.getvalue().splitlines() if "unreachable" in ln)
+            assert line.startswith("query ")
+            assert f"kafka broker {broker.servers} unreachable" in line
+            assert "retrying every" in line and "Traceback" not in out.getvalue()
+
+            broker.start(TOPICS)  # same port, empty topics
+            produce(broker.servers, "sensor-readings", [ANOMALY.format(d=3, s=3)])
+            wait_until(lambda: anomalies(lake) == {"1", "2", "3"}, timeout_s=120)
+            # The new broker got the alert that came after the outage, at the first attempt:
+            # the restarted query has a new producer (the broker does not know the old one).
+            sent = consume(broker.servers, "sensor-anomalies", expect=1)
+            assert [json.loads(m.value())["device_id"] for m in sent] == ["3"]
+            assert "not delivered" not in out.getvalue()
+    finally:
+        broker.stop()
 
 
 def test_spark_connector_waiting_on_a_broker_that_went_away_is_said_and_the_run_goes_on(
     spark, tmp_path
 ):
-    """Spark's Kafka client waits for a broker for ever, without a word of its own; the run
+    """Spark's Kafka client waits for a broker for minutes, without a word of its own; the run
     says so after `source.timeout`, and again when the broker (its log kept) is back."""
     broker = Broker().start(TOPICS)  # Apache Kafka: it keeps its log across a restart
     lake = tmp_path / "lake"
@@ -248,49 +253,30 @@ def test_spark_connector_waiting_on_a_broker_that_went_away_is_said_and_the_run_
         "source.connector": "native",
         "source.timeout": "2",
     }
-    pipeline = Registry().get("sensor_cep").with_settings(settings)
-    pipeline = replace(
-        pipeline, queries=tuple(replace(q, trigger="1 second") for q in pipeline.queries)
-    )
-    out = io.StringIO()
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            opts = RunOptions(lake=lake, quiet=True)
-            run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop, out=out)
-        except BaseException as err:  # surfaced by the assertions below
-            failures.append(err)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    anomalies = lambda: {r["device_id"] for r in read_table(lake, "sensor_anomalies")}  # noqa: E731
-    first_commit = lake / "sensor_anomalies" / "_delta_log" / f"{0:020d}.json"
     try:
-        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1)])
-        wait_until(lambda: first_commit.exists() and anomalies() == {"1"})
+        with continuous_run(spark, lake, settings) as out:
+            produce(broker.servers, "sensor-readings", [ANOMALY.format(d=1, s=1)])
+            wait_until(lambda: anomalies(lake) == {"1"})
 
-        broker.stop(keep_log=True)
-        wait_until(lambda: out.getvalue().count("unreachable") == 2, timeout_s=60)
-        said = sorted(out.getvalue().splitlines())
-        prefix = f"kafka broker {broker.servers} unreachable (kafka.bootstrap.servers): no offsets"
-        assert [ln.split(": ", 1)[0] for ln in said] == ["query alerts", "query main"]
-        assert all(ln.split(": ", 1)[1].startswith(prefix) for ln in said), said
-        assert all(ln.endswith("(source.timeout); Spark's client keeps asking") for ln in said)
+            broker.stop(keep_log=True)
+            wait_until(lambda: out.getvalue().count("unreachable") == 2, timeout_s=60)
+            said = sorted(out.getvalue().splitlines())
+            line = re.compile(
+                rf"query (\w+): kafka broker {re.escape(broker.servers)} unreachable "
+                r"\(kafka.bootstrap.servers\): no offsets for \d+ s \(source.timeout\); "
+                r"Spark's client keeps asking"
+            )
+            assert [(m := line.fullmatch(ln)) and m[1] for ln in said] == ["alerts", "main"], said
 
-        broker.start()
-        produce(broker.servers, "sensor-readings", [ANOMALY.format(d=2, s=2)])
-        wait_until(lambda: anomalies() == {"1", "2"}, timeout_s=120)
-        wait_until(lambda: out.getvalue().count("answered again") == 2)
-        # Nothing lost or sent twice through the outage.
-        sent = consume(broker.servers, "sensor-anomalies", expect=2)
-        assert sorted(json.loads(m.value())["device_id"] for m in sent) == ["1", "2"]
+            broker.start()
+            produce(broker.servers, "sensor-readings", [ANOMALY.format(d=2, s=2)])
+            wait_until(lambda: anomalies(lake) == {"1", "2"}, timeout_s=120)
+            wait_until(lambda: out.getvalue().count("answered again") == 2)
+            # Nothing lost or sent twice through the outage.
+            sent = consume(broker.servers, "sensor-anomalies", expect=2)
+            assert sorted(json.loads(m.value())["device_id"] for m in sent) == ["1", "2"]
     finally:
-        stop.set()
-        thread.join(180)
         broker.stop()
-    assert not failures, failures
     events = read_table(lake, "_event_log")
     waits = [(e["query"], e["status"]) for e in events if e["kind"] == "error"]
     assert sorted(waits) == [
