@@ -19,8 +19,9 @@ use and sqlglot leaves out or gets different from Spark:
 * integral DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark;
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday) as in Spark, not from 0;
 * `S` fractions of a second in a date format (`ss.SSS`) become DuckDB's `%g`, `%f`, `%n`;
-* `a / b` with `b` zero stops the query, as on Spark (ANSI, its default): sqlglot's translation
-  gives NULL (Spark's legacy mode) and DuckDB's `/` infinity; `try_divide` gives NULL on both;
+* `a / b`, `a % b` and `a div b` with `b` zero stop the query, as on Spark (ANSI, its default):
+  sqlglot's `/` gives NULL (Spark's legacy mode), DuckDB's infinity, and DuckDB's `%` stops
+  with advice that does not apply; `try_divide` and `try_mod` give NULL on both;
 * hints are dropped;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -124,19 +125,30 @@ def _fractions(node: exp.TimeToStr | exp.StrToTime) -> None:
 
 
 DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
+REMAINDER_BY_ZERO = "remainder by zero (try_mod(a, b) gives NULL instead)"
 
 
-def _divide_or_stop(div: exp.Div) -> exp.Expr:
-    """Spark's `a / b` as a DuckDB division that stops the query when `b` is zero and `a` is
-    not NULL (a NULL `a` gives NULL on Spark whatever `b` is)."""
-    plain = div.copy()
-    plain.set("safe", False)
+def _stop_at_zero(op: exp.Div | exp.Mod | exp.IntDiv) -> exp.Expr:
+    """Spark's `a / b`, `a % b` or `a div b` in DuckDB, stopping the query when `b` is zero
+    and `a` is not NULL (a NULL `a` gives NULL on Spark whatever `b` is)."""
+    plain = op.copy()
+    if isinstance(plain, exp.Div):
+        plain.set("safe", False)
     zero = exp.and_(
-        exp.EQ(this=exp.Paren(this=div.expression.copy()), expression=exp.Literal.number(0)),
-        exp.Not(this=exp.Is(this=exp.Paren(this=div.this.copy()), expression=exp.Null())),
+        exp.EQ(this=exp.Paren(this=op.expression.copy()), expression=exp.Literal.number(0)),
+        exp.Not(this=exp.Is(this=exp.Paren(this=op.this.copy()), expression=exp.Null())),
     )
-    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(DIVIDE_BY_ZERO)])
+    said = REMAINDER_BY_ZERO if isinstance(op, exp.Mod) else DIVIDE_BY_ZERO
+    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(said)])
     return exp.Case().when(zero, stop).else_(plain)
+
+
+def _try_mod(call: exp.Anonymous) -> exp.Expr:
+    """Spark's try_mod(a, b): NULL where `b` is zero (DuckDB has no such function)."""
+    if len(call.expressions) != 2:
+        return call
+    a, b = (f"({arg.sql(dialect='duckdb')})" for arg in call.expressions)
+    return _duckdb_expr(f"CASE WHEN {b} <> 0 THEN {a} % {b} END")
 
 
 def _lateral_to_join(select: exp.Select) -> None:
@@ -212,9 +224,14 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
     for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
         _fractions(formatted)
-    for div in reversed(list(tree.find_all(exp.Div))):  # innermost first, as above
-        if div.args.get("safe"):  # Spark's `/`; sqlglot's would give NULL for a zero
-            div.replace(_divide_or_stop(div))
+    for op in reversed(list(tree.find_all(exp.Div, exp.Mod, exp.IntDiv))):  # innermost first
+        # Spark's `/` is a `safe` Div (NULL for a zero, as sqlglot writes it); try_divide is
+        # another node, NULL for a zero on both engines.
+        if not isinstance(op, exp.Div) or op.args.get("safe"):
+            op.replace(_stop_at_zero(op))
+    for call in list(tree.find_all(exp.Anonymous)):  # after the above: its `%` may see a zero
+        if call.name.lower() == "try_mod":
+            call.replace(_try_mod(call))
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for select in list(tree.find_all(exp.Select)):
@@ -293,7 +310,7 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
         first = first_line(err)
         # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
         misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
-        same_on_spark = misnamed or DIVIDE_BY_ZERO in first
+        same_on_spark = misnamed or any(z in first for z in (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO))
         raise UserError(
             f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
         ) from None

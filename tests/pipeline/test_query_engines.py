@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,21 +164,29 @@ def test_time_travel_on_both_engines(spark, lake):
 
 def test_a_zero_divisor_stops_the_query_on_both_engines(spark, lake):
     emptied = Snapshot(version=1)  # c2's cart is empty: total_items 0
-    sql = "SELECT customer_id, total_price / total_items AS avg_price FROM carts"
-    with pytest.raises(UserError, match=r"^query: DuckDB: .*division by zero \(try_divide"):
-        run_duckdb(sql, lake, emptied)
-    with pytest.raises(UserError, match=r"^query: \[DIVIDE_BY_ZERO\] Division by zero"):
-        run_query(spark, sql, lake, emptied)
-    # NULL where Spark gives it: try_divide, and a NULL dividend whatever the divisor.
+    for op, duckdb_says, spark_says in [
+        ("/", "division by zero (try_divide", "[DIVIDE_BY_ZERO] Division by zero"),
+        ("div", "division by zero (try_divide", "[DIVIDE_BY_ZERO] Division by zero"),
+        ("%", "remainder by zero (try_mod", "[REMAINDER_BY_ZERO] Remainder by zero"),
+    ]:
+        sql = f"SELECT customer_id, total_items {op} total_items AS x FROM carts"
+        with pytest.raises(UserError) as on_duckdb:
+            run_duckdb(sql, lake, emptied)
+        assert str(on_duckdb.value).startswith("query: DuckDB: "), str(on_duckdb.value)
+        assert str(on_duckdb.value).endswith(f"{duckdb_says}(a, b) gives NULL instead)")
+        with pytest.raises(UserError, match=rf"^query: {re.escape(spark_says)}"):
+            run_query(spark, sql, lake, emptied)
+    # NULL where Spark gives it: try_divide, try_mod, and a NULL dividend whatever the divisor.
     sql = (
         "SELECT customer_id, try_divide(total_price, total_items) AS avg_price, "
+        "try_mod(total_price, total_items) AS rest, "
         "CAST(NULL AS DOUBLE) / total_items AS none FROM carts ORDER BY customer_id"
     )
     on_duckdb = printed(run_duckdb(sql, lake, emptied))
     assert on_duckdb == printed(run_query(spark, sql, lake, emptied))
     assert on_duckdb == [
-        {"customer_id": "c1", "avg_price": 5.245, "none": None},
-        {"customer_id": "c2", "avg_price": None, "none": None},
+        {"customer_id": "c1", "avg_price": 5.245, "rest": 0.49, "none": None},
+        {"customer_id": "c2", "avg_price": None, "rest": None, "none": None},
     ]
 
 
