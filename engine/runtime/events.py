@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from engine.errors import first_line
 from engine.lake.event_log import Event, EventLog
@@ -137,8 +137,15 @@ class RunRecorder:
         self._append([event], batch=(writer.app_id, progress.batchId))
         return checks
 
-    def error(self, query: str | None, message: str, *, status: str = "failed") -> None:
-        """A query failed, stopped to be retried, or (status "waiting") waits on its source."""
+    def error(
+        self,
+        query: str | None,
+        message: str,
+        *,
+        status: Literal["failed", "waiting", "resumed"] = "failed",
+    ) -> None:
+        """A query failed or stopped to be retried ("failed"), or its running source waits on
+        its broker ("waiting") and got an answer again ("resumed")."""
         self._append([self._event("error", query=query, status=status, message=message)])
 
     def stop(self, *, status: str, message: str | None = None, rows: Mapping[str, int]) -> None:
