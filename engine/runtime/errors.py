@@ -36,6 +36,11 @@ _INPUT_ERRORS = ("[FAILED_READ_FILE", "Invalid value ")
 # the user sets the pipeline's, as with the Python source (engine/sources/kafka.py).
 _KAFKA_DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
 _KAFKA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?$", re.M)
+# Spark's Kafka client giving up on a broker that went away mid-batch: an executor's consumer
+# (default.api.timeout.ms, 60 s) or Spark's Kafka sink's producer (max.block.ms).
+_KAFKA_TIMEOUT = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)")
+# Spark's Kafka client refusing the pipeline's `kafka:` settings (a value, or two together).
+_KAFKA_CONFIG = re.compile(r"org\.apache\.kafka\.common\.config\.ConfigException: (.+)")
 
 
 def without_sqlstate(text: str) -> str:
@@ -114,14 +119,24 @@ def _shown(path: str) -> str:
         return path
 
 
-def as_user_error(err: Exception, prefix: str = "") -> Exception:
+def as_user_error(err: Exception, prefix: str = "", *, kafka_servers: str = "") -> Exception:
     """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
     KafkaUnavailable) when our code raised it in a worker, an input file could not be read, a
-    source option is invalid or the Kafka broker lost data; else a RuntimeError."""
+    source option is invalid, or the Kafka broker at `kafka_servers` lost data or went away;
+    else a RuntimeError."""
     text = _message(err)
     lost = _kafka_data_loss(text)
     if lost:
         return UserError(prefix + lost)
+    if kafka_servers:
+        full = text + "\n" + _jvm_traces(err)
+        config = _KAFKA_CONFIG.search(full)
+        if config:
+            return UserError(f"{prefix}kafka settings: {config.group(1).strip()}")
+        timeout = _KAFKA_TIMEOUT.search(full)
+        if timeout:
+            why = without_sqlstate(timeout.group(1))
+            return KafkaUnavailable(prefix + str(KafkaUnavailable.broker(kafka_servers, why)))
     own = _OWN_ERROR.search(text)
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError
@@ -130,6 +145,18 @@ def as_user_error(err: Exception, prefix: str = "") -> Exception:
     if line.startswith(_INPUT_ERRORS):
         kind = UserError
     return kind(prefix + line)
+
+
+def _jvm_traces(err: BaseException) -> str:
+    """The JVM stack traces of `err` and its causes. The error Spark's Kafka client gave can be
+    a cause that only they name (above it, "Failed to create new KafkaAdminClient"); pyspark
+    keeps them without a public name."""
+    traces = []
+    seen: BaseException | None = err
+    while seen is not None and len(traces) < 8:
+        traces.append(str(getattr(seen, "_stackTrace", "") or ""))
+        seen = getattr(seen, "_cause", None)
+    return "\n".join(traces)
 
 
 def _kafka_data_loss(text: str) -> str | None:

@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from engine.definitions.durations import parse_duration
 from engine.definitions.expectations import by_action
+from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
 from engine.errors import KafkaUnavailable, UserError, first_line
 from engine.lake.guard import release_table
@@ -371,10 +372,12 @@ def _wait_while(
 RETRY_SECONDS = 5.0
 
 
-def _failure(name: str, query: StreamingQuery) -> Exception | None:
+def _failure(name: str, query: StreamingQuery, kafka_servers: str) -> Exception | None:
     """A stopped query's error, as one line (KafkaUnavailable when the broker was away)."""
     err = query.exception()
-    return None if err is None else as_user_error(err, f"query {name}: ")
+    if err is None:
+        return None
+    return as_user_error(err, f"query {name}: ", kafka_servers=kafka_servers)
 
 
 def _schedule_retries(
@@ -382,13 +385,14 @@ def _schedule_retries(
     retry_at: dict[str, float],
     *,
     once: bool,
+    kafka_servers: str,
     out: TextIO,
     recorder: RunRecorder,
 ) -> None:
     """Raise a stopped query's error, unless the broker was away in a continuous run: then
     say so and schedule its restart."""
     for name, q in queries.items():
-        failed = None if q.isActive or name in retry_at else _failure(name, q)
+        failed = None if q.isActive or name in retry_at else _failure(name, q, kafka_servers)
         if failed is None:
             continue
         if once or not isinstance(failed, KafkaUnavailable):
@@ -442,6 +446,8 @@ def run_pipeline(
     pipeline = plan.pipeline
     uses_kafka = pipeline.source.kind == "kafka" or any(q.topics for q in pipeline.queries)
     connector = kafka_connector(spark, pipeline.source) if uses_kafka else "python"
+    if uses_kafka:  # a setting librdkafka refuses would read as an unreachable broker
+        librdkafka_settings(pipeline.kafka, strict=connector == "python")
     # Real-Time Mode reads only Spark's Kafka source.
     real_time = connector == "native" and pipeline.source.kind == "kafka" and not opts.input_path
     if real_time and not opts.once and any(_real_time(q) for q in pipeline.queries):
@@ -497,6 +503,9 @@ def run_pipeline(
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}
     watch = _broker_wait(plan, opts, connector)
+    # Spark's Kafka client fails a batch whose broker went away with a Java timeout; the
+    # Python connector raises KafkaUnavailable itself.
+    kafka_servers = pipeline.kafka.get("bootstrap.servers", "") if connector == "native" else ""
     status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
@@ -511,7 +520,14 @@ def run_pipeline(
                 real_time=real_time,
             )
         while not stop.is_set():
-            _schedule_retries(queries, retry_at, once=opts.once, out=out, recorder=recorder)
+            _schedule_retries(
+                queries,
+                retry_at,
+                once=opts.once,
+                kafka_servers=kafka_servers,
+                out=out,
+                recorder=recorder,
+            )
             if watch:
                 _report_waits(watch, queries, out=out, recorder=recorder)
             for name, due in list(retry_at.items()):
@@ -544,7 +560,7 @@ def run_pipeline(
             else:
                 _stop_between_batches(q)
         for name, q in queries.items():
-            failed = _failure(name, q)
+            failed = _failure(name, q, kafka_servers)
             if failed:
                 raise failed
         for name, q in queries.items():

@@ -13,6 +13,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.tables import Column
 from engine.errors import KafkaUnavailable, UserError
 from engine.sinks import BatchId
@@ -103,7 +104,7 @@ def check_broker(
     from confluent_kafka import KafkaError, KafkaException
 
     servers = client.get("bootstrap.servers", "?")
-    metadata = KafkaProducer({**client, "log_level": 0}).client
+    metadata = KafkaProducer({**librdkafka_settings(client, strict=False), "log_level": 0}).client
     for topic in topics:
         try:
             found = metadata.list_topics(topic, timeout=timeout_s).topics.get(topic)

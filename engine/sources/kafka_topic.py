@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import SourceSpec
 from engine.errors import KafkaUnavailable, UserError
 
@@ -102,7 +103,7 @@ class KafkaOptions:
             "log_level": 0,  # failures are raised as KafkaUnavailable, one line
             # A position the broker no longer has is reported, not silently moved.
             "auto.offset.reset": "error",
-            **(self.client or {}),
+            **librdkafka_settings(self.client or {}, strict=False),
         }
 
 

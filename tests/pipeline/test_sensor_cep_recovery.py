@@ -27,7 +27,7 @@ import pytest
 from devtools.broker import Broker, free_port
 from devtools.generators.sensor_cep import generate_sensor_cep
 from engine.definitions.pipeline import Registry
-from engine.errors import UserError
+from engine.errors import KafkaUnavailable, UserError
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, batches_committed, consume, produce, read_table
@@ -285,6 +285,76 @@ def test_spark_connector_waiting_on_a_broker_that_went_away_is_said_and_the_run_
         ("main", "resumed"),
         ("main", "waiting"),
     ]
+
+
+def test_once_on_spark_connector_when_the_broker_goes_away_mid_run_then_a_rerun_finishes(
+    spark, tmp_path
+):
+    """Spark's Kafka client gives up on a broker gone mid-batch with a Java timeout, after
+    Kafka's own `default.api.timeout.ms` (set short here): one line naming the broker, exit 2,
+    and the next run, with the broker back, writes each anomaly once."""
+    broker = Broker().start(TOPICS)  # Apache Kafka: it keeps its log across a restart
+    lake = tmp_path / "lake"
+    settings = {
+        "kafka.bootstrap.servers": broker.servers,
+        "source.connector": "native",
+        "source.maxRecordsPerBatch": "500",
+        "kafka.default.api.timeout.ms": "3000",
+        "kafka.request.timeout.ms": "2000",
+    }
+    plan = plan_pipeline(Registry().get("sensor_cep").with_settings(settings), once=True)
+    opts = RunOptions(lake=lake, once=True, quiet=True)
+    failures: list[BaseException] = []
+
+    def once() -> None:
+        try:
+            run_pipeline(spark, plan, opts, out=io.StringIO())
+        except BaseException as err:
+            failures.append(err)
+
+    try:
+        summary = generate_sensor_cep(
+            f"kafka://{broker.servers}/sensor-readings", events=4000, seed=5
+        )
+        thread = threading.Thread(target=once)
+        thread.start()
+        checkpoint = lake / "_checkpoints" / "sensor_cep" / "main"
+        wait_until(lambda: batches_committed(checkpoint) >= 2 or not thread.is_alive())
+        broker.stop(keep_log=True)
+        thread.join(120)
+        assert batches_committed(checkpoint) < 8, "the outage must land mid-run"
+        [failed] = failures
+        assert isinstance(failed, KafkaUnavailable), failed  # a continuous run retries it
+        assert re.fullmatch(
+            rf"query (main|alerts): kafka broker {re.escape(broker.servers)} unreachable "
+            r"\(kafka.bootstrap.servers\): .+",
+            str(failed),
+        ), failed
+
+        broker.start()
+        failures.clear()
+        once()
+        assert not failures, failures
+        found = [(r["device_id"], r["event_time"]) for r in read_table(lake, "sensor_anomalies")]
+        assert len(found) == len(set(found)) == summary.anomalies
+    finally:
+        broker.stop()
+
+
+def test_a_setting_librdkafka_lacks_on_the_python_connector_is_one_line(spark, tmp_path):
+    """librdkafka refuses a client with a setting it does not know: said as that, not as an
+    unreachable broker, before the lake is made."""
+    settings = {"source.connector": "python", "kafka.default.api.timeout.ms": "3000"}
+    pipeline = Registry().get("sensor_cep").with_settings(settings)
+    with pytest.raises(UserError) as refused:
+        run_pipeline(
+            spark, plan_pipeline(pipeline, once=True), RunOptions(lake=tmp_path / "lake", once=True)
+        )
+    assert str(refused.value) == (
+        "kafka.default.api.timeout.ms: no such setting in librdkafka, the Kafka client of the "
+        "Python connector (source.connector)"
+    )
+    assert not (tmp_path / "lake").exists()
 
 
 # Spark's connector on Apache Kafka: tansu answers ListOffsets short of the end, and Spark's

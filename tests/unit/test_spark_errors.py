@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import UserError
+from engine.errors import KafkaUnavailable, UserError
 from engine.runtime.errors import as_user_error, spark_error_line
 
 PROXY = (
@@ -105,4 +105,49 @@ def test_kafka_data_loss_on_spark_connector_names_the_pipeline_option() -> None:
         "query main: kafka source: the broker lost data the checkpoint had read (Partition "
         "sensor-readings-0 offset was changed from 5030 to 0); set source.failOnDataLoss=false "
         "to go on"
+    )
+
+
+class _Captured(Exception):
+    """An error as pyspark hands a failed query's over: its cause and JVM traces kept aside."""
+
+    def __init__(self, text: str, trace: str = "", cause: Exception | None = None) -> None:
+        super().__init__(text)
+        self._stackTrace = trace
+        self._cause = cause
+
+
+KAFKA_TIMEOUT = (
+    "Job aborted due to stage failure: Task 0 in stage 10.0 failed 1 times, most recent "
+    "failure: Lost task 0.0 in stage 10.0 (TID 16) (localhost executor driver): "
+    "org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the "
+    "position for partition sensor-readings-0 could be determined\n\tat x.y(z:1)\n"
+)
+
+
+def test_spark_kafka_client_giving_up_on_the_broker_names_it_and_is_retried() -> None:
+    err = as_user_error(_Captured(KAFKA_TIMEOUT), "query main: ", kafka_servers="h:9092")
+    assert isinstance(err, KafkaUnavailable)  # a continuous run retries it
+    assert str(err) == (
+        "query main: kafka broker h:9092 unreachable (kafka.bootstrap.servers): Timeout of "
+        "60000ms expired before the position for partition sensor-readings-0 could be determined"
+    )
+    # Without Spark's Kafka client in the run, the text is not taken for one of its errors.
+    assert type(as_user_error(_Captured(KAFKA_TIMEOUT), "query main: ")) is RuntimeError
+
+
+def test_spark_kafka_client_refusing_the_settings_is_a_usage_error_with_its_reason() -> None:
+    config = (
+        "org.apache.kafka.common.KafkaException: Failed to create new KafkaAdminClient\n\tat a.b"
+        "(c:1)\nCaused by: org.apache.kafka.common.config.ConfigException: The specified value "
+        "of default.api.timeout.ms must be no smaller than the value of request.timeout.ms.\n"
+    )
+    failed = _Captured(
+        "Failed to create new KafkaAdminClient", "\tat q.r(s:2)", _Captured("", config)
+    )
+    err = as_user_error(failed, "query main: ", kafka_servers="h:9092")
+    assert isinstance(err, UserError) and not isinstance(err, KafkaUnavailable)
+    assert str(err) == (
+        "query main: kafka settings: The specified value of default.api.timeout.ms must be no "
+        "smaller than the value of request.timeout.ms."
     )
