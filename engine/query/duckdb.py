@@ -22,6 +22,7 @@ use and sqlglot leaves out or gets different from Spark:
 * `a / b`, `a % b` and `a div b` with `b` zero stop the query, as on Spark (ANSI, its default):
   sqlglot's `/` gives NULL (Spark's legacy mode), DuckDB's infinity, and DuckDB's `%` stops
   with advice that does not apply; `try_divide` and `try_mod` give NULL on both;
+* `pmod(a, b)` (DuckDB has none) is Spark's: `a % b`, plus `b` when that is negative;
 * hints are dropped;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -151,6 +152,17 @@ def _try_mod(call: exp.Anonymous) -> exp.Expr:
     return _duckdb_expr(f"CASE WHEN {b} <> 0 THEN {a} % {b} END")
 
 
+def _pmod(call: exp.Anonymous) -> exp.Expr:
+    """Spark's pmod(a, b) as Spark computes it, in `%`s that stop at a zero `b` as Spark's
+    does (DuckDB has no pmod): `a % b`, plus `b` (then `% b` again) when it is negative."""
+    if len(call.expressions) != 2:
+        return call
+    a, b = (f"({arg.sql(dialect='spark')})" for arg in call.expressions)
+    return sqlglot.parse_one(
+        f"CASE WHEN {a} % {b} < 0 THEN ({a} % {b} + {b}) % {b} ELSE {a} % {b} END", read="spark"
+    )
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -224,6 +236,9 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
     for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
         _fractions(formatted)
+    for call in list(tree.find_all(exp.Anonymous)):  # before the `%`s are made to stop at 0
+        if call.name.lower() == "pmod":
+            call.replace(_pmod(call))
     for op in reversed(list(tree.find_all(exp.Div, exp.Mod, exp.IntDiv))):  # innermost first
         # Spark's `/` is a `safe` Div (NULL for a zero, as sqlglot writes it); try_divide is
         # another node, NULL for a zero on both engines.

@@ -127,6 +127,9 @@ QUERIES = [
     # stored values that are not UTF-8, NaN, infinities (tests/query_lake.py)
     "SELECT id, text, price, item, prices FROM odd",
     "SELECT count(*) AS n, max(price) AS top, sum(price) AS total FROM odd WHERE id < 3",
+    # pmod: no DuckDB function; Spark's sign rules, integers and doubles
+    "SELECT pmod(-7, 3) AS a, pmod(7, -3) AS b, pmod(-7, -3) AS c, pmod(quantity - 3, 2) AS d, "
+    "pmod(CAST(-7.5 AS DOUBLE), 2) AS e, pmod(price, -2.0D) AS f FROM events",
 ]
 
 
@@ -168,8 +171,10 @@ def test_a_zero_divisor_stops_the_query_on_both_engines(spark, lake):
         ("/", "division by zero (try_divide", "[DIVIDE_BY_ZERO] Division by zero"),
         ("div", "division by zero (try_divide", "[DIVIDE_BY_ZERO] Division by zero"),
         ("%", "remainder by zero (try_mod", "[REMAINDER_BY_ZERO] Remainder by zero"),
+        ("pmod", "remainder by zero (try_mod", "[REMAINDER_BY_ZERO] Remainder by zero"),
     ]:
-        sql = f"SELECT customer_id, total_items {op} total_items AS x FROM carts"
+        x = f"{op}(total_items, total_items)" if op == "pmod" else f"total_items {op} total_items"
+        sql = f"SELECT customer_id, {x} AS x FROM carts"
         with pytest.raises(UserError) as on_duckdb:
             run_duckdb(sql, lake, emptied)
         assert str(on_duckdb.value).startswith("query: DuckDB: "), str(on_duckdb.value)
