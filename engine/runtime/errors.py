@@ -36,9 +36,13 @@ _INPUT_ERRORS = ("[FAILED_READ_FILE", "Invalid value ")
 # the user sets the pipeline's, as with the Python source (engine/sources/kafka.py).
 _KAFKA_DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
 _KAFKA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?$", re.M)
-# Spark's Kafka client giving up on a broker that went away mid-batch: an executor's consumer
-# (default.api.timeout.ms, 60 s) or Spark's Kafka sink's producer (max.block.ms).
-_KAFKA_TIMEOUT = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)")
+# Spark's Kafka client giving up on a broker that went away mid-batch: Kafka's own clients
+# (default.api.timeout.ms, 60 s; the sink's max.block.ms), or Spark's executor consumer finding
+# no records in a poll (source option kafkaConsumer.pollTimeoutMs, 120 s).
+_KAFKA_TIMEOUT = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)"
+    r"|java\.util\.concurrent\.TimeoutException: (Cannot fetch record .+)"
+)
 # Spark's Kafka client refusing the pipeline's `kafka:` settings (a value, or two together).
 _KAFKA_CONFIG = re.compile(r"org\.apache\.kafka\.common\.config\.ConfigException: (.+)")
 
@@ -135,7 +139,7 @@ def as_user_error(err: Exception, prefix: str = "", *, kafka_servers: str = "") 
             return UserError(f"{prefix}kafka settings: {config.group(1).strip()}")
         timeout = _KAFKA_TIMEOUT.search(full)
         if timeout:
-            why = without_sqlstate(timeout.group(1))
+            why = without_sqlstate(timeout.group(1) or timeout.group(2))
             return KafkaUnavailable(prefix + str(KafkaUnavailable.broker(kafka_servers, why)))
     own = _OWN_ERROR.search(text)
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(

@@ -291,16 +291,18 @@ def test_once_on_spark_connector_when_the_broker_goes_away_mid_run_then_a_rerun_
     spark, tmp_path
 ):
     """Spark's Kafka client gives up on a broker gone mid-batch with a Java timeout, after
-    Kafka's own `default.api.timeout.ms` (set short here): one line naming the broker, exit 2,
-    and the next run, with the broker back, writes each anomaly once."""
+    Kafka's `default.api.timeout.ms` or Spark's `kafkaConsumer.pollTimeoutMs` (both set short
+    here): one line naming the broker, exit 2, and the next run, with the broker back, writes
+    each anomaly once."""
     broker = Broker().start(TOPICS)  # Apache Kafka: it keeps its log across a restart
     lake = tmp_path / "lake"
     settings = {
         "kafka.bootstrap.servers": broker.servers,
         "source.connector": "native",
-        "source.maxRecordsPerBatch": "500",
+        "source.maxRecordsPerBatch": "250",
         "kafka.default.api.timeout.ms": "3000",
         "kafka.request.timeout.ms": "2000",
+        "source.kafkaConsumer.pollTimeoutMs": "3000",
     }
     plan = plan_pipeline(Registry().get("sensor_cep").with_settings(settings), once=True)
     opts = RunOptions(lake=lake, once=True, quiet=True)
@@ -314,7 +316,7 @@ def test_once_on_spark_connector_when_the_broker_goes_away_mid_run_then_a_rerun_
 
     try:
         summary = generate_sensor_cep(
-            f"kafka://{broker.servers}/sensor-readings", events=4000, seed=5
+            f"kafka://{broker.servers}/sensor-readings", events=2000, seed=5
         )
         thread = threading.Thread(target=once)
         thread.start()

@@ -132,6 +132,14 @@ def test_spark_kafka_client_giving_up_on_the_broker_names_it_and_is_retried() ->
         "query main: kafka broker h:9092 unreachable (kafka.bootstrap.servers): Timeout of "
         "60000ms expired before the position for partition sensor-readings-0 could be determined"
     )
+    fetch = "java.util.concurrent.TimeoutException: Cannot fetch record for offset 1500 in "
+    fetch += "3000 milliseconds\n\tat o.a.s.s.k.c.InternalKafkaConsumer.fetch(x:1)\n"
+    err = as_user_error(_Captured("Job aborted", "", _Captured("", fetch)), kafka_servers="h:1")
+    assert isinstance(err, KafkaUnavailable)
+    assert str(err) == (
+        "kafka broker h:1 unreachable (kafka.bootstrap.servers): Cannot fetch record for offset "
+        "1500 in 3000 milliseconds"
+    )
     # Without Spark's Kafka client in the run, the text is not taken for one of its errors.
     assert type(as_user_error(_Captured(KAFKA_TIMEOUT), "query main: ")) is RuntimeError
 
