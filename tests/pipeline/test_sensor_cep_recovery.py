@@ -324,6 +324,7 @@ def test_once_on_spark_connector_when_the_broker_goes_away_mid_run_then_a_rerun_
         wait_until(lambda: batches_committed(checkpoint) >= 2 or not thread.is_alive())
         broker.stop(keep_log=True)
         thread.join(120)
+        assert not thread.is_alive(), "the run did not stop within 120 s of the outage"
         assert batches_committed(checkpoint) < 8, "the outage must land mid-run"
         [failed] = failures
         assert isinstance(failed, KafkaUnavailable), failed  # a continuous run retries it
