@@ -446,8 +446,10 @@ def run_pipeline(
     pipeline = plan.pipeline
     uses_kafka = pipeline.source.kind == "kafka" or any(q.topics for q in pipeline.queries)
     connector = kafka_connector(spark, pipeline.source) if uses_kafka else "python"
-    if uses_kafka:  # a setting librdkafka refuses would read as an unreachable broker
-        librdkafka_settings(pipeline.kafka, strict=connector == "python")
+    if uses_kafka and connector == "python":
+        # librdkafka is the pipeline's client: a setting it refuses is the user's to mend (the
+        # native connector's checks leave such settings out, engine/definitions/kafka_settings.py).
+        librdkafka_settings(pipeline.kafka, strict=True)
     # Real-Time Mode reads only Spark's Kafka source.
     real_time = connector == "native" and pipeline.source.kind == "kafka" and not opts.input_path
     if real_time and not opts.once and any(_real_time(q) for q in pipeline.queries):
