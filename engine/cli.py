@@ -187,7 +187,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
     root = registry.project.root
     for path in written:
         print(f"created {path.relative_to(root) if path.is_relative_to(root) else path}")
-    print(f"next: python runner.py run {args.name} --once && python runner.py quality")
+    # The commands that follow need the same folder, or they read the engine's own project.
+    where = f"--pipelines {args.pipelines} " if args.pipelines else ""
+    print(
+        f"next: python runner.py {where}run {args.name} --once && python runner.py {where}quality"
+    )
     return 0
 
 
@@ -327,7 +331,11 @@ def _parser() -> argparse.ArgumentParser:
         "tables. `runner.py COMMAND --help` tells more.",
     )
     debug = parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
-    parser.add_argument("--pipelines", help="folder of pipeline specs (default ./pipelines)")
+    parser.add_argument(
+        "--pipelines",
+        help="folder of pipeline specs, in the project folder that holds sql/, tables/ and "
+        "quality/ (default: pipelines/ beside runner.py)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("pipelines", help="list pipelines and their tables").set_defaults(

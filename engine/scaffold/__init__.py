@@ -14,7 +14,7 @@ import yaml
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.project import Project
+from engine.project import PROJECT, Project
 
 __all__ = ["Scaffold", "init_pipeline"]
 
@@ -44,6 +44,14 @@ class Scaffold:
             "sample.jsonl": p.root / "data" / n / "sample.jsonl",
             "test_pipeline.py": p.root / "tests" / "pipeline" / f"test_{n}.py",
         }
+
+    def shared(self) -> dict[Path, Path]:
+        """Files every pipeline needs that the project lacks, from the engine's own project to
+        where they go: a new project folder (`--pipelines`) has no quarantine table yet."""
+        name = "quarantine.sql"
+        if (self.project.tables / name).exists():
+            return {}
+        return {self.project.tables / name: PROJECT.tables / name}
 
 
 def _unusable(name: str, ddl: str) -> str | None:
@@ -82,7 +90,8 @@ def init_pipeline(name: str, project: Project) -> list[Path]:
     problem = _unusable(name, texts[files["table.sql"]])
     if problem:
         raise UserError(f"init: {name!r} is not a usable pipeline name: {problem}")
+    texts |= {path: origin.read_text() for path, origin in scaffold.shared().items()}
     for path, text in texts.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return list(files.values())
+    return list(texts)
