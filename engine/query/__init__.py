@@ -65,14 +65,36 @@ def parse_query(sql: str) -> exp.Query:
                 f"query: FROM {table.this.sql(dialect='spark')}: only the lake's tables can be "
                 "read (no table functions)"
             )
+        alias = table.args.get("alias")
         if table.args.get("version"):
-            # The tables reach either engine as views of one snapshot, which have no versions.
-            raise UserError(
-                f"query: {table.name} {table.args['version'].sql(dialect='spark')}: give the "
-                "version with --version N or --as-of TIMESTAMP (every table is read at it)"
-            )
+            clause = f"{table.name} {table.args['version'].sql(dialect='spark')}"
+        elif alias and isinstance(alias.this, exp.Parameter):  # Delta's `table@v1`
+            clause = f"{table.name}{_written(alias.this, sql)}"
+        else:
+            continue
+        # The tables reach either engine as views of one snapshot, which have no versions.
+        raise UserError(
+            f"query: {clause}: give the version with --version N or --as-of TIMESTAMP (every "
+            "table is read at it)"
+        )
+    for node in tree.find_all(exp.Placeholder, exp.Parameter):
+        # DuckDB asked for values it was not given, or read `@x` as `$x`, and said "try
+        # --engine spark", where Spark fails as well.
+        if isinstance(node, exp.Placeholder):
+            why = "a parameter, and query binds none: write the value in the SQL"
+        else:
+            why = "not Spark SQL here (no @ variables; ${...} is not substituted)"
+        raise UserError(f"query: {_written(node, sql)}: {why}")
     check_calls(sql)  # only functions on the allow-list (engine/query/functions.txt)
     return tree
+
+
+def _written(node: exp.Expression, sql: str) -> str:
+    """`node` as the user wrote it: sqlglot reads `@x` and `${x}` alike, as `${x}`."""
+    if isinstance(node, exp.Parameter):
+        name = node.this.sql(dialect="spark")
+        return f"@{name}" if f"@{name}" in sql else f"${{{name}}}"
+    return node.sql(dialect="spark")
 
 
 def referenced_tables(tree: exp.Query) -> list[str]:

@@ -114,6 +114,8 @@ def test_a_syntax_error_says_where_in_the_words_of_sql():
         ("SELECT * FROM carts VERSION AS OF 1", "carts VERSION AS OF 1"),
         ("SELECT * FROM carts FOR VERSION AS OF 1", "carts VERSION AS OF 1"),
         ("SELECT * FROM carts TIMESTAMP AS OF '2024-06-01'", "carts TIMESTAMP AS OF '2024-06-01'"),
+        ("SELECT * FROM carts@v1", "carts@v1"),
+        ("SELECT * FROM carts@1", "carts@1"),
     ],
 )
 def test_time_travel_in_the_sql_points_to_the_options(sql, clause):
@@ -124,6 +126,32 @@ def test_time_travel_in_the_sql_points_to_the_options(sql, clause):
         f"query: {clause}: give the version with --version N or --as-of TIMESTAMP (every table "
         "is read at it)"
     )
+
+
+BINDS_NONE = "a parameter, and query binds none: write the value in the SQL"
+NO_VARIABLES = "not Spark SQL here (no @ variables; ${...} is not substituted)"
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("SELECT * FROM carts WHERE customer_id = :who", f":who: {BINDS_NONE}"),
+        ("SELECT * FROM carts WHERE total_items > ?", f"?: {BINDS_NONE}"),
+        ("SELECT @n AS n FROM carts", f"@n: {NO_VARIABLES}"),
+        ("SELECT customer_id AS @who FROM carts", f"@who: {NO_VARIABLES}"),
+        ("SELECT ${limit} AS n FROM carts", f"${{limit}}: {NO_VARIABLES}"),
+    ],
+)
+def test_parameters_and_variables_are_refused_before_either_engine(sql, error):
+    # DuckDB asked for values (or read `@x` as `$x`) and said "try --engine spark"; Spark fails
+    # on them as well.
+    with pytest.raises(UserError) as caught:
+        parse_query(sql)
+    assert str(caught.value) == f"query: {error}"
+
+
+def test_text_that_only_looks_like_a_parameter_is_read():
+    assert len(parse_query("SELECT '@n', ':who', '?', `@x` FROM carts").expressions) == 4
 
 
 @pytest.mark.parametrize(
