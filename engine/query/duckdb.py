@@ -23,6 +23,9 @@ use and sqlglot leaves out or gets different from Spark:
   sqlglot's `/` gives NULL (Spark's legacy mode), DuckDB's infinity, and DuckDB's `%` stops
   with advice that does not apply; `try_divide` and `try_mod` give NULL on both;
 * `pmod(a, b)` (DuckDB has none) is Spark's: `a % b`, plus `b` when that is negative;
+* `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
+  NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
+  rounded, and text must be a whole number; `try_cast` gives NULL there instead;
 * hints are dropped;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -163,6 +166,41 @@ def _pmod(call: exp.Anonymous) -> exp.Expr:
     )
 
 
+CAST_MALFORMED = "because it is malformed (try_cast gives NULL instead)"
+_INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT}
+_INTEGRAL |= {exp.DataType.Type.BIGINT}
+# Spark's casts written as calls that sqlglot leaves as calls (it reads int(x) as a CAST), and
+# the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
+_CAST_CALLS = {t.lower(): t for t in ("TINYINT", "SMALLINT", "BIGINT", "BINARY")}
+_CAST_CALLS["decimal"] = "DECIMAL(10, 0)"
+
+
+def _spark_cast(cast: exp.Cast) -> exp.Expr:
+    """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
+    take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
+    off as Spark does (DuckDB rounds) and text must be a whole number (DuckDB takes '7.9', '1e3',
+    '0x1A'); try_cast gives NULL where CAST stops."""
+    safe = bool(cast.args.get("safe"))
+    if cast.to.this not in _INTEGRAL:
+        return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
+    x, to = f"({cast.this.sql(dialect='duckdb')})", cast.to.sql(dialect="duckdb")
+    convert = "TRY_CAST" if safe else "CAST"
+    text = f"CAST({x} AS VARCHAR)"
+    head = exp.Literal.string("the value '").sql(dialect="duckdb")
+    tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
+    tail = exp.Literal.string(tail).sql(dialect="duckdb")
+    malformed = "NULL" if safe else f"error(concat({head}, {text}, {tail}))"
+    return _duckdb_expr(
+        f"CASE WHEN typeof({x}) = 'VARCHAR' THEN CASE "
+        rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') THEN {malformed} "
+        f"ELSE {convert}(trim({text}) AS {to}) END "
+        f"WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') "
+        f"THEN {convert}(trunc(CAST({x} AS DOUBLE)) AS {to}) "
+        f"WHEN typeof({x}) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
+        f"ELSE {convert}({x} AS {to}) END"
+    )
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -247,6 +285,12 @@ def to_duckdb_sql(tree: exp.Query) -> str:
     for call in list(tree.find_all(exp.Anonymous)):  # after the above: its `%` may see a zero
         if call.name.lower() == "try_mod":
             call.replace(_try_mod(call))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() in _CAST_CALLS and len(call.expressions) == 1:
+            to = exp.DataType.build(_CAST_CALLS[call.name.lower()], dialect="spark")
+            call.replace(exp.Cast(this=call.expressions[0], to=to))  # as sqlglot does int(x)
+    for cast in reversed(list(tree.find_all(exp.Cast))):  # innermost first: an outer one
+        cast.replace(_spark_cast(cast))  # reads its SQL
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for select in list(tree.find_all(exp.Select)):
@@ -325,7 +369,8 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
         first = first_line(err)
         # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
         misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
-        same_on_spark = misnamed or any(z in first for z in (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO))
+        stops = (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO, CAST_MALFORMED)
+        same_on_spark = misnamed or any(z in first for z in stops)
         raise UserError(
             f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
         ) from None

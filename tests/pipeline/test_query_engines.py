@@ -130,6 +130,12 @@ QUERIES = [
     # pmod: no DuckDB function; Spark's sign rules, integers and doubles
     "SELECT pmod(-7, 3) AS a, pmod(7, -3) AS b, pmod(-7, -3) AS c, pmod(quantity - 3, 2) AS d, "
     "pmod(CAST(-7.5 AS DOUBLE), 2) AS e, pmod(price, -2.0D) AS f FROM events",
+    # CAST to an integer cuts a fraction off (DuckDB rounded: 9.99 was 10, -7.5 was -8)
+    "SELECT CAST(price AS INT) AS i, CAST(-price AS BIGINT) AS n, int(price * 10) AS t, "
+    "CAST(' +12 ' AS INT) AS s, CAST(CAST(-7.5 AS DOUBLE) AS SMALLINT) AS h, "
+    "CAST(CAST(12345678901234567.89 AS DECIMAL(20, 2)) AS BIGINT) AS d, "
+    "CAST(CAST(NULL AS STRING) AS INT) AS z, bigint(price) AS b, tinyint(quantity) AS ti, "
+    "decimal(price) AS dec, try_cast(price AS INT) AS tc FROM events",
 ]
 
 
@@ -193,6 +199,22 @@ def test_a_zero_divisor_stops_the_query_on_both_engines(spark, lake):
         {"customer_id": "c1", "avg_price": 5.245, "rest": 0.49, "none": None},
         {"customer_id": "c2", "avg_price": None, "rest": None, "none": None},
     ]
+
+
+@pytest.mark.parametrize("text", ["7.9", "1e3", "0x1A", "c1"])
+def test_text_that_is_no_whole_number_stops_a_cast_to_int_on_both_engines(spark, lake, text):
+    # sqlglot's TRY_CAST gave NULL, and DuckDB's CAST reads '7.9' as 8, '1e3' as 1000.
+    sql = f"SELECT CAST('{text}' AS INT) AS x FROM carts"
+    with pytest.raises(UserError) as on_duckdb:
+        run_duckdb(sql, lake)
+    assert str(on_duckdb.value) == (
+        f"query: DuckDB: Invalid Input Error: the value '{text}' cannot be cast to INT because "
+        "it is malformed (try_cast gives NULL instead)"
+    )
+    with pytest.raises(UserError, match=rf"^query: \[CAST_INVALID_INPUT\] The value '{text}'"):
+        run_query(spark, sql, lake)
+    sql = f"SELECT try_cast('{text}' AS INT) AS x FROM carts"
+    assert printed(run_duckdb(sql, lake)) == printed(run_query(spark, sql, lake))
 
 
 def test_delta_spark_errors_are_one_line(spark, lake):
