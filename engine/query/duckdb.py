@@ -26,7 +26,7 @@ use and sqlglot leaves out or gets different from Spark:
 * `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
   NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
   rounded, and text must be a whole number; `try_cast` gives NULL there instead;
-* hints are dropped;
+* hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
 """
@@ -173,6 +173,7 @@ _INTEGRAL |= {exp.DataType.Type.BIGINT}
 # the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
 _CAST_CALLS = {t.lower(): t for t in ("TINYINT", "SMALLINT", "BIGINT", "BINARY")}
 _CAST_CALLS["decimal"] = "DECIMAL(10, 0)"
+_OTHER_HASHES = frozenset({"hash", "xxhash64"})
 
 
 def _spark_cast(cast: exp.Cast) -> exp.Expr:
@@ -286,6 +287,12 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         if call.name.lower() == "try_mod":
             call.replace(_try_mod(call))
     for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() in _OTHER_HASHES:
+            # DuckDB has functions of these names that hash differently: a wrong number, quietly.
+            raise UserError(
+                f"query: {call.name.lower()}(): DuckDB's function of that name computes another "
+                f"hash than Spark's ({SPARK_HINT})"
+            )
         if call.name.lower() in _CAST_CALLS and len(call.expressions) == 1:
             to = exp.DataType.build(_CAST_CALLS[call.name.lower()], dialect="spark")
             call.replace(exp.Cast(this=call.expressions[0], to=to))  # as sqlglot does int(x)

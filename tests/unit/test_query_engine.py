@@ -565,3 +565,14 @@ def test_a_bare_user_must_be_a_column(lake):
     sql = "WITH x AS (SELECT customer_id AS user FROM events) SELECT count(DISTINCT user) FROM x"
     assert rows(sql, lake) == [(3,)]
     assert rows("SELECT count(*) FROM carts c WHERE c.customer_id <> 'user'", lake) == [(3,)]
+
+
+@pytest.mark.parametrize("name", ["hash", "xxhash64", "HASH"])
+def test_a_hash_duckdb_computes_otherwise_is_refused(name):
+    # DuckDB's hash('c1') is 13309222064576632493, Spark's -1307940722: a wrong number, quietly.
+    with pytest.raises(UserError) as caught:
+        to_duckdb_sql(parse_query(f"SELECT {name}(customer_id, 1) AS h FROM carts"))
+    assert str(caught.value) == (
+        f"query: {name.lower()}(): DuckDB's function of that name computes another hash than "
+        "Spark's (try --engine spark)"
+    )
