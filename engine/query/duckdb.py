@@ -26,6 +26,11 @@ use and sqlglot leaves out or gets different from Spark:
 * `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
   NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
   rounded, and text must be a whole number; `try_cast` gives NULL there instead;
+* in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0 as in
+  Spark (DuckDB's from 1), and `array_distinct` keeps first places and one NULL as Spark's does;
+* `LIKE` escapes with `\\` as Spark's does, `substring(s, 0, n)` reads the 0 as 1, and
+  `format_string` is `printf`, as in Spark (stopping at a NULL argument, which Spark prints as
+  'null'; a tie rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3);
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -202,6 +207,60 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
     )
 
 
+def _index_from_zero(call: exp.ArrayFilter | exp.Transform) -> None:
+    """Spark's `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` count `i` from 0,
+    DuckDB's lambdas from 1: the body reads `i - 1` where Spark's reads `i`."""
+    lam = call.expression
+    if not isinstance(lam, exp.Lambda) or len(lam.expressions) != 2:
+        return
+    index = lam.expressions[1].name
+    for name in list(lam.this.find_all(exp.Identifier)):
+        if name.name == index and not isinstance(name.parent, exp.Lambda):
+            name.replace(
+                exp.Paren(this=exp.Sub(this=name.copy(), expression=exp.Literal.number(1)))
+            )
+
+
+def _array_distinct(call: exp.ArrayDistinct) -> exp.Expr:
+    """Spark's array_distinct keeps each value's first place and one NULL; DuckDB's
+    list_distinct sorts by hash and drops NULLs."""
+    array = call.this.sql(dialect="duckdb")
+    return _duckdb_expr(f"list_filter({array}, lambda x, i: list_position({array}, x) = i)")
+
+
+def _escape_like(like: exp.Like | exp.ILike) -> None:
+    """Spark's LIKE takes `\\` as its escape (`'a\\_c'` matches `a_c` only); DuckDB's has none
+    unless told."""
+    if isinstance(like.parent, exp.Escape) or isinstance(like.expression, exp.Any | exp.All):
+        return
+    like.replace(exp.Escape(this=like.copy(), expression=exp.Literal.string("\\")))
+
+
+def _start_at_one(call: exp.Substring) -> None:
+    """Spark's substring reads a start of 0 as 1 (`substring('hello', 0, 2)` is 'he'); DuckDB
+    counts the 0 as a place before the text ('h')."""
+    start, one = call.args.get("start"), exp.Literal.number(1)
+    if isinstance(start, exp.Literal):
+        if start.to_py() == 0:
+            call.set("start", one)
+    elif start is not None:
+        zero = exp.EQ(this=start.copy(), expression=exp.Literal.number(0))
+        call.set("start", exp.Case().when(zero, one).else_(start.copy()))
+
+
+FORMAT_NULL = "format_string() of a NULL: Spark prints it as 'null', DuckDB's printf cannot"
+
+
+def _format_string(call: exp.Format) -> exp.Expr:
+    """Spark's format_string is printf's (sqlglot's FORMAT is DuckDB's `{}` format, which gave
+    the pattern back as it was); a NULL argument, which Spark prints as 'null', stops it."""
+    args = [call.this, *call.expressions]
+    printf = exp.Anonymous(this="printf", expressions=[a.copy() for a in args])
+    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(FORMAT_NULL)])
+    null = exp.or_(*(exp.Is(this=exp.Paren(this=a.copy()), expression=exp.Null()) for a in args))
+    return exp.Case().when(null, stop).else_(printf)
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -300,6 +359,16 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         cast.replace(_spark_cast(cast))  # reads its SQL
     for date_add in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths)):
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
+    for call in list(tree.find_all(exp.ArrayFilter, exp.Transform)):
+        _index_from_zero(call)
+    for distinct in reversed(list(tree.find_all(exp.ArrayDistinct))):  # innermost first
+        distinct.replace(_array_distinct(distinct))
+    for like in list(tree.find_all(exp.Like, exp.ILike)):
+        _escape_like(like)
+    for call in list(tree.find_all(exp.Substring)):
+        _start_at_one(call)
+    for formatted in reversed(list(tree.find_all(exp.Format))):
+        formatted.replace(_format_string(formatted))
     for select in list(tree.find_all(exp.Select)):
         _lateral_to_join(select)
     try:

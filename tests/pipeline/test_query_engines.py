@@ -136,6 +136,17 @@ QUERIES = [
     "CAST(CAST(12345678901234567.89 AS DECIMAL(20, 2)) AS BIGINT) AS d, "
     "CAST(CAST(NULL AS STRING) AS INT) AS z, bigint(price) AS b, tinyint(quantity) AS ti, "
     "decimal(price) AS dec, try_cast(price AS INT) AS tc FROM events",
+    # a lambda's index counts from 0, array_distinct keeps first places and a NULL
+    "SELECT id, filter(tags, (x, i) -> i > 0) AS f, transform(tags, (x, i) -> concat(x, i)) AS t, "
+    "array_distinct(array('b', 'a', 'b', NULL, 'a', NULL)) AS d, array_distinct(tags) AS dt "
+    "FROM tags",
+    # LIKE escapes with a backslash; a substring from 0 starts at 1; format_string is printf
+    "SELECT customer_id, customer_id LIKE 'c_' AS f, 'a_c' LIKE 'a\\_c' AS a, "
+    "'abc' LIKE 'a\\_c' AS b, '5000' LIKE '50\\%' AS d, 'A_c' ILIKE 'a\\_C' AS g FROM events",
+    "SELECT substring(customer_id, 0, 1) AS a, substr(customer_id, 0) AS b, "
+    "substring(customer_id, quantity - 1, 1) AS c FROM events",
+    "SELECT format_string('%06.2f', price) AS a, format_string('%s-%d', customer_id, quantity) "
+    "AS b FROM events WHERE quantity IS NOT NULL",
 ]
 
 

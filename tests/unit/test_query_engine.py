@@ -576,3 +576,13 @@ def test_a_hash_duckdb_computes_otherwise_is_refused(name):
         f"query: {name.lower()}(): DuckDB's function of that name computes another hash than "
         "Spark's (try --engine spark)"
     )
+
+
+def test_format_string_of_a_null_stops_on_duckdb(lake):
+    # Spark prints a NULL argument as 'null' ('c2-null'); DuckDB's printf gives NULL for all.
+    with pytest.raises(UserError) as caught:
+        run_duckdb("SELECT format_string('%s-%d', customer_id, quantity) AS b FROM events", lake)
+    assert str(caught.value) == (
+        "query: DuckDB: Invalid Input Error: format_string() of a NULL: Spark prints it as "
+        "'null', DuckDB's printf cannot (try --engine spark)"
+    )
