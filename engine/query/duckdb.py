@@ -31,6 +31,8 @@ use and sqlglot leaves out or gets different from Spark:
 * `LIKE` escapes with `\\` as Spark's does, `substring(s, 0, n)` reads the 0 as 1, and
   `format_string` is `printf`, as in Spark (stopping at a NULL argument, which Spark prints as
   'null'; a tie rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3);
+* a PIVOT cell without rows is NULL for a count too, as in Spark (DuckDB's count gave 0), and
+  a lone aggregate's alias does not name the columns (a distinct count is refused);
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -261,6 +263,38 @@ def _format_string(call: exp.Format) -> exp.Expr:
     return exp.Case().when(null, stop).else_(printf)
 
 
+def _spark_pivot(pivot: exp.Pivot) -> None:
+    """A PIVOT as Spark's: a cell without rows is NULL whatever the aggregate, where DuckDB
+    counts 0, so a count becomes a sum of ones, NULL over no rows (DuckDB allows one aggregate
+    a cell); a lone aggregate's alias names no column (DuckDB's were `www_n`, Spark's `www`)."""
+    if pivot.args.get("unpivot"):
+        return
+    if len(pivot.expressions) == 1 and isinstance(pivot.expressions[0], exp.Alias):
+        pivot.expressions[0].replace(pivot.expressions[0].this)
+    for aggregate in pivot.expressions:
+        counted = aggregate.this if isinstance(aggregate, exp.Alias) else aggregate
+        if isinstance(counted, exp.CountIf):
+            ones = exp.If(this=counted.this.copy(), true=exp.Literal.number(1))
+        elif isinstance(counted, exp.Count) and isinstance(counted.this, exp.Star):
+            ones = exp.Literal.number(1)
+        elif isinstance(counted, exp.Count | exp.ApproxDistinct):
+            if isinstance(counted.this, exp.Distinct) or not isinstance(counted, exp.Count):
+                raise UserError(
+                    "query: PIVOT: a distinct count of a cell without rows is NULL on Spark, 0 "
+                    f"on DuckDB ({SPARK_HINT})"
+                )
+            kept = [counted.this, *counted.expressions]
+            every = exp.and_(
+                *(exp.Not(this=exp.Is(this=k.copy(), expression=exp.Null())) for k in kept)
+            )
+            ones = exp.If(this=every, true=exp.Literal.number(1))
+        else:
+            continue
+        if isinstance(ones, exp.If):
+            ones.set("false", exp.Literal.number(0))
+        counted.replace(exp.Sum(this=ones))
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -369,6 +403,8 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         _start_at_one(call)
     for formatted in reversed(list(tree.find_all(exp.Format))):
         formatted.replace(_format_string(formatted))
+    for pivot in list(tree.find_all(exp.Pivot)):
+        _spark_pivot(pivot)
     for select in list(tree.find_all(exp.Select)):
         _lateral_to_join(select)
     try:

@@ -147,6 +147,14 @@ QUERIES = [
     "substring(customer_id, quantity - 1, 1) AS c FROM events",
     "SELECT format_string('%06.2f', price) AS a, format_string('%s-%d', customer_id, quantity) "
     "AS b FROM events WHERE quantity IS NOT NULL",
+    # a PIVOT cell without rows is NULL, a count's too (DuckDB counted 0)
+    "SELECT * FROM (SELECT event_type, source FROM events) "
+    "PIVOT (count(*) FOR source IN ('www' AS www, 'app' AS app))",
+    "SELECT * FROM (SELECT event_type, source, price, quantity FROM events) PIVOT (count(price) "
+    "AS n, count_if(price > 1) AS c, count(price, quantity) AS b, sum(price) AS s "
+    "FOR source IN ('www', 'app'))",
+    "SELECT * FROM (SELECT event_type, source, price FROM events) "
+    "PIVOT (count(price) AS n FOR source IN ('www', 'app'))",
 ]
 
 

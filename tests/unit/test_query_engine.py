@@ -586,3 +586,15 @@ def test_format_string_of_a_null_stops_on_duckdb(lake):
         "query: DuckDB: Invalid Input Error: format_string() of a NULL: Spark prints it as "
         "'null', DuckDB's printf cannot (try --engine spark)"
     )
+
+
+@pytest.mark.parametrize("count", ["count(DISTINCT price)", "approx_count_distinct(price)"])
+def test_a_distinct_count_in_a_pivot_is_refused_on_duckdb(count):
+    # Its empty cells would be 0 on DuckDB, NULL on Spark; no one aggregate gives Spark's.
+    sql = f"SELECT * FROM (SELECT source, price FROM events) PIVOT ({count} FOR source IN ('a'))"
+    with pytest.raises(UserError) as caught:
+        to_duckdb_sql(parse_query(sql))
+    assert str(caught.value) == (
+        "query: PIVOT: a distinct count of a cell without rows is NULL on Spark, 0 on DuckDB "
+        "(try --engine spark)"
+    )
