@@ -22,6 +22,23 @@ __all__ = ["OutputFormat", "print_rows"]
 OutputFormat = Literal["table", "json", "csv"]
 
 
+def _interval(days: int, microseconds: int, months: int = 0) -> str:
+    """An interval as Spark casts one to text: `INTERVAL '1 02:03:04.5' DAY TO SECOND`, or
+    `INTERVAL '1-2' YEAR TO MONTH`; both engines hand over day-time ones without their fields."""
+    if months and not (days or microseconds):
+        sign, months = ("-" if months < 0 else ""), abs(months)
+        return f"INTERVAL '{sign}{months // 12}-{months % 12}' YEAR TO MONTH"
+    total = days * 86_400_000_000 + microseconds
+    sign, total = ("-" if total < 0 else ""), abs(total)
+    seconds, micros = divmod(total, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    day, hour = divmod(hours, 24)
+    fraction = f".{micros:06d}".rstrip("0") if micros else ""
+    text = f"INTERVAL '{sign}{day} {hour:02d}:{minute:02d}:{second:02d}{fraction}' DAY TO SECOND"
+    return f"INTERVAL '{sign}{abs(months)} months' + {text}" if months else text
+
+
 def _plain(value: Any) -> Any:
     # Both engines print alike: times in UTC, integral decimals (DuckDB's HUGEINT sums) as
     # integers, other decimals with every digit (a float keeps about 16: `_dumps`); NaN and
@@ -34,6 +51,10 @@ def _plain(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
         return int(value)
+    if isinstance(value, dt.timedelta):  # Spark's day-time intervals
+        return _interval(value.days, value.seconds * 1_000_000 + value.microseconds)
+    if isinstance(value, pa.MonthDayNano):  # DuckDB's intervals
+        return _interval(value.days, value.nanoseconds // 1000, value.months)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

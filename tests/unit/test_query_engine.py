@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import re
 import subprocess
@@ -488,8 +489,6 @@ def strict_json(text: str) -> Any:
 
 
 def printed(sql: str, lake: Path, fmt: str) -> str:
-    import io
-
     out = io.StringIO()
     print_rows(run_duckdb(sql, lake), fmt, out)  # type: ignore[arg-type]
     return out.getvalue()
@@ -514,9 +513,6 @@ def test_any_stored_value_prints_in_every_format(lake):
 
 
 def test_values_python_cannot_hold_still_print():
-    import datetime as dt
-    import io
-
     far = pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us", tz="UTC"))
     far = pc.add(far, pa.scalar(dt.timedelta(days=3_000_000)))  # about year 10237
     result = pa.table({"t": far, "b": pa.array([b"\x00\xff", None])})
@@ -526,6 +522,34 @@ def test_values_python_cannot_hold_still_print():
         {"t": "10237-09-21 00:00:00.000000Z", "b": "AP8="},
         {"t": None, "b": None},
     ]
+
+
+@pytest.mark.parametrize(
+    ("column", "text"),
+    [
+        # Spark hands a day-time interval over as a duration (json said "timedelta is not JSON")
+        (pa.array([dt.timedelta(days=614)]), "INTERVAL '614 00:00:00' DAY TO SECOND"),
+        (pa.array([dt.timedelta(hours=-106)]), "INTERVAL '-4 10:00:00' DAY TO SECOND"),
+        (
+            pa.array([dt.timedelta(seconds=1, microseconds=250000)]),
+            "INTERVAL '0 00:00:01.25' DAY TO SECOND",
+        ),
+        # DuckDB hands intervals over as months, days and nanoseconds (printed as a list)
+        (
+            pa.array([pa.MonthDayNano([0, 3, 5_400_000_000_000])], pa.month_day_nano_interval()),
+            "INTERVAL '3 01:30:00' DAY TO SECOND",
+        ),
+        (
+            pa.array([pa.MonthDayNano([-14, 0, 0])], pa.month_day_nano_interval()),
+            "INTERVAL '-1-2' YEAR TO MONTH",
+        ),
+    ],
+)
+def test_an_interval_prints_as_spark_casts_it_to_text(column, text):
+    for fmt, shown in [("json", f'[{{"i": "{text}"}}]'), ("csv", f"i\n{text}")]:
+        out = io.StringIO()
+        print_rows(pa.table({"i": column}), fmt, out)
+        assert out.getvalue().strip().replace("\r", "") == shown
 
 
 def test_cli_refuses_escapes_in_one_line_before_any_engine(lake, tmp_path):
