@@ -33,6 +33,10 @@ use and sqlglot leaves out or gets different from Spark:
   'null'; a tie rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3);
 * a PIVOT cell without rows is NULL for a count too, as in Spark (DuckDB's count gave 0), and
   a lone aggregate's alias does not name the columns (a distinct count is refused);
+* dates as Spark has them: `trunc(d, unit)` is a DATE, Spark's unit names (`MM`, `YY`, `DD`)
+  are understood, `months_between` counts the time of day, `weekday` is 0 on Monday,
+  `extract(SECOND ...)` and `date_part('second', ...)` keep the fraction,
+  `date_from_unix_date` is a DATE;
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -295,6 +299,49 @@ def _spark_pivot(pivot: exp.Pivot) -> None:
         counted.replace(exp.Sum(this=ones))
 
 
+# Spark's names of truncation units that DuckDB does not know, and the name it does.
+_TRUNC_UNITS = {"YYYY": "YEAR", "YY": "YEAR", "MON": "MONTH", "MM": "MONTH", "DD": "DAY"}
+
+
+def _spark_trunc(call: exp.DateTrunc | exp.TimestampTrunc) -> exp.Expr:
+    """`date_trunc` and `trunc` with Spark's unit names (`MM`, `YY`, `DD` ...); `trunc` of a
+    date is a DATE, as in Spark (DuckDB's is a TIMESTAMP)."""
+    unit = call.args.get("unit")
+    if isinstance(unit, exp.Literal | exp.Var) and unit.name.upper() in _TRUNC_UNITS:
+        call.set("unit", exp.Literal.string(_TRUNC_UNITS[unit.name.upper()]))
+    return (
+        exp.cast(call.copy(), exp.DataType.Type.DATE) if isinstance(call, exp.DateTrunc) else call
+    )
+
+
+def _months_between(call: exp.MonthsBetween) -> exp.Expr:
+    """Spark's months_between: whole months when the days of month match or both are last
+    days, else the days and the time of day (whole seconds) over 31-day months, rounded to 8
+    places unless `roundOff` is false (sqlglot's leaves the time of day out)."""
+    a, b = (f"CAST(({t.sql(dialect='duckdb')}) AS TIMESTAMP)" for t in (call.this, call.expression))
+    months = f"(year({a}) * 12 + month({a}) - year({b}) * 12 - month({b}))"
+    same = (
+        f"day({a}) = day({b}) OR (day({a}) = day(last_day({a})) AND day({b}) = day(last_day({b})))"
+    )
+    seconds = " - ".join(
+        f"(day({t}) * 86400 + hour({t}) * 3600 + minute({t}) * 60 + second({t}))" for t in (a, b)
+    )
+    diff = f"CASE WHEN {same} THEN {months} ELSE {months} + ({seconds}) / 2678400.0 END"
+    roundoff = call.args.get("roundoff")
+    if not (isinstance(roundoff, exp.Boolean) and not roundoff.this):
+        diff = f"round({diff}, 8)"
+    return _duckdb_expr(f"CAST({diff} AS DOUBLE)")
+
+
+def _seconds_with_fraction(call: exp.Extract | exp.Anonymous) -> exp.Expr:
+    """Spark's `extract(SECOND FROM ts)` and `date_part('second', ts)` keep the fraction, as a
+    DECIMAL(8, 6) (DuckDB's are whole seconds)."""
+    ts = (call.expression if isinstance(call, exp.Extract) else call.expressions[1]).sql(
+        dialect="duckdb"
+    )
+    return _duckdb_expr(f"CAST(date_part('microseconds', {ts}) / 1000000 AS DECIMAL(8, 6))")
+
+
 def _lateral_to_join(select: exp.Select) -> None:
     """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
     for lateral in list(select.args.get("laterals") or []):
@@ -403,6 +450,26 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         _start_at_one(call)
     for formatted in reversed(list(tree.find_all(exp.Format))):
         formatted.replace(_format_string(formatted))
+    for trunc in reversed(list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc))):
+        trunc.replace(_spark_trunc(trunc))
+    for between in reversed(list(tree.find_all(exp.MonthsBetween))):
+        between.replace(_months_between(between))
+    for part in reversed(list(tree.find_all(exp.Extract, exp.Anonymous))):
+        is_part = isinstance(part, exp.Anonymous) and part.name.lower() == "date_part"
+        if is_part and len(part.expressions) == 2:
+            unit = part.expressions[0]
+        elif isinstance(part, exp.Extract):
+            unit = part.this
+        else:
+            continue
+        if unit.name.upper() in ("SECOND", "SECONDS", "SEC", "SECS", "S"):
+            part.replace(_seconds_with_fraction(part))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "weekday" and len(call.expressions) == 1:  # Monday is 0
+            day = call.expressions[0].sql(dialect="duckdb")
+            call.replace(_duckdb_expr(f"(isodow(CAST({day} AS DATE)) - 1)"))
+    for unix_date in list(tree.find_all(exp.DateFromUnixDate)):
+        unix_date.replace(exp.cast(unix_date.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for pivot in list(tree.find_all(exp.Pivot)):
         _spark_pivot(pivot)
     for select in list(tree.find_all(exp.Select)):

@@ -158,6 +158,14 @@ QUERIES = [
     # day-time intervals print as Spark casts them to text (json failed on Spark's)
     "SELECT event_time - TIMESTAMP '2024-06-01 00:00:00' AS t, INTERVAL 90 MINUTES AS i, "
     "TIMESTAMP '2024-05-30 00:00:00.5' - event_time AS n FROM events",
+    # dates as Spark has them: trunc is a DATE, Spark's unit names, months_between with the time
+    # of day, weekday from Monday 0, the second's fraction kept
+    "SELECT trunc(event_date, 'MM') AS a, trunc(event_date, 'week') AS b, trunc(event_date, 'YY') "
+    "AS c, date_trunc('DD', event_time) AS d, date_from_unix_date(19875) AS e FROM events",
+    "SELECT months_between(event_time, TIMESTAMP '2024-01-01 12:00:00', false) AS a, "
+    "months_between(event_time, TIMESTAMP '2024-01-01 12:00:00') AS b, "
+    "months_between(DATE '2024-02-29', DATE '2024-01-31') AS c, weekday(event_date) AS w, "
+    "extract(SECOND FROM event_time) AS s, date_part('SECOND', event_time) AS p FROM events",
 ]
 
 
