@@ -27,7 +27,9 @@ use and sqlglot leaves out or gets different from Spark:
   NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
   rounded, and text must be a whole number; `try_cast` gives NULL there instead;
 * in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0 as in
-  Spark (DuckDB's from 1), and `array_distinct` keeps first places and one NULL as Spark's does;
+  Spark (DuckDB's from 1); `array_distinct`, `array_intersect`, `array_except`, `array_union`,
+  `array_remove`, `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`:
+  first places and NULLs kept, 0 for a missing position, NULL for "maybe");
 * `LIKE` escapes with `\\` as Spark's does, `substring(s, 0, n)` reads the 0 as 1, and
   `format_string` is `printf`, as in Spark (stopping at a NULL argument, which Spark prints as
   'null'; a tie rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3);
@@ -227,11 +229,40 @@ def _index_from_zero(call: exp.ArrayFilter | exp.Transform) -> None:
             )
 
 
-def _array_distinct(call: exp.ArrayDistinct) -> exp.Expr:
-    """Spark's array_distinct keeps each value's first place and one NULL; DuckDB's
-    list_distinct sorts by hash and drops NULLs."""
-    array = call.this.sql(dialect="duckdb")
-    return _duckdb_expr(f"list_filter({array}, lambda x, i: list_position({array}, x) = i)")
+# Spark's array functions whose DuckDB namesakes differ, as DuckDB SQL over their arguments
+# {0}, {1}: Spark keeps each value's first place and NULLs (DuckDB's set functions sort by hash
+# and drop NULLs), finds a NULL in an array as "maybe" (NULL), and counts a missing position as
+# 0. The lambdas' names stay clear of the arguments' columns.
+_FIRST = "list_position({0}, __e) = __i"
+_SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
+    exp.ArrayDistinct: f"list_filter({{0}}, lambda __e, __i: {_FIRST})",
+    exp.ArrayIntersect: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
+    f"{_FIRST} AND list_position({{1}}, __e) IS NOT NULL) END",
+    exp.ArrayExcept: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
+    f"{_FIRST} AND list_position({{1}}, __e) IS NULL) END",
+    "array_union": "CASE WHEN {0} IS NULL OR {1} IS NULL THEN NULL ELSE list_filter("
+    "list_concat({0}, {1}), lambda __e, __i: list_position(list_concat({0}, {1}), __e) = __i) END",
+    exp.ArrayRemove: "CASE WHEN {1} IS NULL THEN NULL "
+    "ELSE list_filter({0}, lambda __e: __e IS NULL OR __e <> {1}) END",
+    exp.ArrayPosition: "CASE WHEN {1} IS NULL THEN NULL ELSE coalesce(list_position({0}, {1}), "
+    "CASE WHEN {0} IS NOT NULL THEN 0 END) END",
+    exp.ArrayContains: "CASE WHEN {1} IS NULL THEN NULL WHEN list_contains({0}, {1}) THEN true "
+    "WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE list_contains({0}, {1}) END",
+    exp.Flatten: "CASE WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE flatten({0}) END",
+}
+
+
+def _spark_array(call: exp.Expr) -> exp.Expr:
+    """`call` as Spark computes it, by its template in `_SPARK_ARRAYS`, or as it was."""
+    name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
+    if name not in _SPARK_ARRAYS:
+        return call
+    if isinstance(call, exp.Anonymous | exp.ArrayIntersect):
+        args = call.expressions
+    else:
+        args = [a for a in (call.this, call.args.get("expression")) if a is not None]
+    sql = [f"({a.sql(dialect='duckdb')})" for a in args]
+    return _duckdb_expr(_SPARK_ARRAYS[name].format(*sql))
 
 
 def _escape_like(like: exp.Like | exp.ILike) -> None:
@@ -442,8 +473,9 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for call in list(tree.find_all(exp.ArrayFilter, exp.Transform)):
         _index_from_zero(call)
-    for distinct in reversed(list(tree.find_all(exp.ArrayDistinct))):  # innermost first
-        distinct.replace(_array_distinct(distinct))
+    for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
+        if (spark := _spark_array(call)) is not call:
+            call.replace(spark)
     for like in list(tree.find_all(exp.Like, exp.ILike)):
         _escape_like(like)
     for call in list(tree.find_all(exp.Substring)):

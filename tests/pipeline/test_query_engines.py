@@ -140,6 +140,15 @@ QUERIES = [
     "SELECT id, filter(tags, (x, i) -> i > 0) AS f, transform(tags, (x, i) -> concat(x, i)) AS t, "
     "array_distinct(array('b', 'a', 'b', NULL, 'a', NULL)) AS d, array_distinct(tags) AS dt "
     "FROM tags",
+    # Spark's array functions: first places and NULLs kept, 0 for a missing position, NULL for
+    # "maybe" (tags holds a NULL array and an empty one)
+    "SELECT id, array_intersect(tags, array('b', 'a')) AS i, array_except(tags, array('a')) AS e, "
+    "array_union(tags, array('z', 'a')) AS u, array_remove(array('b', NULL, 'a'), 'a') AS r, "
+    "array_position(tags, 'zz') AS p, flatten(array(tags, array('x'))) AS f, "
+    "array_contains(array('a', NULL), 'b') AS c, array_contains(tags, 'a') AS c2 FROM tags",
+    "SELECT array_intersect(array('b', 'a', 'b', NULL), array(NULL, 'b', 'a')) AS i, "
+    "array_except(array('b', 'a', 'b', NULL, 'c'), array('a')) AS e, "
+    "array_union(array('b', 'a', 'b', NULL), array('c', NULL, 'a')) AS u",
     # LIKE escapes with a backslash; a substring from 0 starts at 1; format_string is printf
     "SELECT customer_id, customer_id LIKE 'c_' AS f, 'a_c' LIKE 'a\\_c' AS a, "
     "'abc' LIKE 'a\\_c' AS b, '5000' LIKE '50\\%' AS d, 'A_c' ILIKE 'a\\_C' AS g FROM events",
