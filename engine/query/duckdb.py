@@ -39,6 +39,7 @@ use and sqlglot leaves out or gets different from Spark:
   are understood, `months_between` counts the time of day, `weekday` is 0 on Monday,
   `extract(SECOND ...)` and `date_part('second', ...)` keep the fraction,
   `date_from_unix_date` is a DATE;
+* `skewness` and `kurtosis` are the population's, as Spark's (DuckDB's are the sample's);
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -250,6 +251,19 @@ _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
     "WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE list_contains({0}, {1}) END",
     exp.Flatten: "CASE WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE flatten({0}) END",
 }
+
+
+def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
+    """Spark's skewness and kurtosis are the population's (DuckDB's the sample's), NULL where
+    the values do not vary; two values that do are symmetric (DuckDB: NULL under three)."""
+    x = f"({call.this.sql(dialect='duckdb')})"
+    if isinstance(call, exp.Kurtosis):
+        moment = f"kurtosis_pop({x})"
+    else:
+        n = f"count({x})"
+        sample = f"skewness({x}) * ({n} - 2) / sqrt({n} * ({n} - 1))"
+        moment = f"CASE WHEN {n} = 2 THEN 0.0 ELSE {sample} END"
+    return _duckdb_expr(f"CASE WHEN min({x}) = max({x}) THEN NULL ELSE {moment} END")
 
 
 def _spark_array(call: exp.Expr) -> exp.Expr:
@@ -473,6 +487,8 @@ def to_duckdb_sql(tree: exp.Query) -> str:
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for call in list(tree.find_all(exp.ArrayFilter, exp.Transform)):
         _index_from_zero(call)
+    for moment in list(tree.find_all(exp.Skewness, exp.Kurtosis)):
+        moment.replace(_spark_moment(moment))
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
         if (spark := _spark_array(call)) is not call:
             call.replace(spark)

@@ -149,6 +149,10 @@ QUERIES = [
     "SELECT array_intersect(array('b', 'a', 'b', NULL), array(NULL, 'b', 'a')) AS i, "
     "array_except(array('b', 'a', 'b', NULL, 'c'), array('a')) AS e, "
     "array_union(array('b', 'a', 'b', NULL), array('c', NULL, 'a')) AS u",
+    # skewness and kurtosis of the population, as Spark's (DuckDB's are the sample's)
+    "SELECT customer_id, skewness(price) AS s, kurtosis(price) AS k, skewness(quantity) AS sq, "
+    "kurtosis(quantity) AS kq FROM events GROUP BY customer_id",
+    "SELECT skewness(price) AS s, kurtosis(price) AS k FROM events",
     # LIKE escapes with a backslash; a substring from 0 starts at 1; format_string is printf
     "SELECT customer_id, customer_id LIKE 'c_' AS f, 'a_c' LIKE 'a\\_c' AS a, "
     "'abc' LIKE 'a\\_c' AS b, '5000' LIKE '50\\%' AS d, 'A_c' ILIKE 'a\\_C' AS g FROM events",
