@@ -40,6 +40,8 @@ use and sqlglot leaves out or gets different from Spark:
   `extract(SECOND ...)` and `date_part('second', ...)` keep the fraction,
   `date_from_unix_date` is a DATE;
 * `skewness` and `kurtosis` are the population's, as Spark's (DuckDB's are the sample's);
+* `round` of a DOUBLE rounds its shortest decimal form half up, as Spark's (0.285 to 0.29;
+  DuckDB rounds the binary value, 0.28), where sqlglot can tell the type from the tables';
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -56,6 +58,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
 
 from engine.definitions.durations import parse_duration
 from engine.definitions.sql import SparkStreaming
@@ -436,9 +440,64 @@ def _name_outputs(select: exp.Select) -> None:
         projection.replace(exp.alias_(projection.copy(), _spark_name(projection), quoted=True))
 
 
-def to_duckdb_sql(tree: exp.Query) -> str:
-    """The DuckDB SQL for a parsed Spark SQL query (see the module docstring for the rewrites)."""
+def _schema(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, str]]:
+    """The tables' column types as SQL, for sqlglot's type inference (nested ones unknown)."""
+    scalar = {
+        pa.types.is_float64: "DOUBLE",
+        pa.types.is_float32: "FLOAT",
+        pa.types.is_integer: "BIGINT",
+        pa.types.is_string: "STRING",
+        pa.types.is_large_string: "STRING",
+        pa.types.is_boolean: "BOOLEAN",
+        pa.types.is_timestamp: "TIMESTAMP",
+        pa.types.is_date: "DATE",
+    }
+
+    def sql(t: pa.DataType) -> str:
+        if pa.types.is_decimal(t):
+            return f"DECIMAL({t.precision}, {t.scale})"
+        return next((name for test, name in scalar.items() if test(t)), "UNKNOWN")
+
+    return {name: {f.name: sql(f.type) for f in table.schema} for name, table in tables.items()}
+
+
+def _doubles_rounded(tree: exp.Query, schema: Mapping[str, Mapping[str, str]]) -> list[exp.Round]:
+    """The `round` calls of `tree` whose first argument is a DOUBLE, as far as sqlglot can tell
+    from the tables' types; none where it cannot qualify the query."""
+    try:
+        typed = annotate_types(
+            qualify(tree.copy(), schema=schema, dialect="spark", validate_qualify_columns=False),
+            schema=schema,
+            dialect="spark",
+        )
+    except sqlglot.errors.SqlglotError:
+        return []
+    calls, typed_calls = list(tree.find_all(exp.Round)), list(typed.find_all(exp.Round))
+    if len(calls) != len(typed_calls):  # not the same calls: trust none
+        return []
+    double = exp.DataType.Type.DOUBLE
+    return [c for c, t in zip(calls, typed_calls, strict=True) if t.this.type.this == double]
+
+
+def _round_half_up(call: exp.Round) -> exp.Expr:
+    """Spark's round of a DOUBLE: half up on its shortest decimal form (0.285 is 0.29), where
+    DuckDB rounds the binary value (0.28499999999999998, so 0.28)."""
+    x = f"({call.this.sql(dialect='duckdb')})"
+    places = call.args.get("decimals")
+    n = places.sql(dialect="duckdb") if places else "0"
+    # Past 1e17 a double has no fraction left to round; DECIMAL(38, 20) holds what is below.
+    exact = f"CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38, 20)), {n}) AS DOUBLE)"
+    return _duckdb_expr(
+        f"CASE WHEN isfinite({x}) AND abs({x}) < 1e17 THEN {exact} ELSE round({x}, {n}) END"
+    )
+
+
+def to_duckdb_sql(tree: exp.Query, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The DuckDB SQL for a parsed Spark SQL query (see the module docstring for the rewrites);
+    `schema` (`_schema` of the tables) lets it round DOUBLEs as Spark does."""
     tree = tree.copy()
+    for call in _doubles_rounded(tree, schema or {}):  # before any rewrite changes the tree
+        call.replace(_round_half_up(call))
     outer = tree if isinstance(tree, exp.Select) else None
     if outer is not None:
         _name_outputs(outer)
@@ -586,8 +645,8 @@ def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
 def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
     tree = parse_query(sql)
-    duck_sql = to_duckdb_sql(tree)
     tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
+    duck_sql = to_duckdb_sql(tree, _schema(tables))
     check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
     con = connect(tables)
     try:

@@ -153,6 +153,10 @@ QUERIES = [
     "SELECT customer_id, skewness(price) AS s, kurtosis(price) AS k, skewness(quantity) AS sq, "
     "kurtosis(quantity) AS kq FROM events GROUP BY customer_id",
     "SELECT skewness(price) AS s, kurtosis(price) AS k FROM events",
+    # round of a DOUBLE: half up on its shortest decimal form, as Spark's (DuckDB's 0.28, 1.0)
+    "SELECT round(0.285D, 2) AS a, round(1.005D, 2) AS b, round(-2.675D, 2) AS c, "
+    "round(1e20D, 2) AS d, round(12345.675D, -1) AS e, round(price + 0.005D, 2) AS f, "
+    "round(avg(price) OVER (PARTITION BY customer_id), 3) AS g FROM events",
     # LIKE escapes with a backslash; a substring from 0 starts at 1; format_string is printf
     "SELECT customer_id, customer_id LIKE 'c_' AS f, 'a_c' LIKE 'a\\_c' AS a, "
     "'abc' LIKE 'a\\_c' AS b, '5000' LIKE '50\\%' AS d, 'A_c' ILIKE 'a\\_C' AS g FROM events",
