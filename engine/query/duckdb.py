@@ -42,6 +42,7 @@ use and sqlglot leaves out or gets different from Spark:
 * `skewness` and `kurtosis` are the population's, as Spark's (DuckDB's are the sample's);
 * `round` of a DOUBLE rounds its shortest decimal form half up, as Spark's (0.285 to 0.29;
   DuckDB rounds the binary value, 0.28), where sqlglot can tell the type from the tables';
+* a logarithm of a value (or base) not above 0 is NULL, as in Spark (DuckDB: -Infinity, error);
 * hints are dropped; `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * the tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
   back as UTC times: a time turned into text reads as Spark's, with no '+00'.
@@ -255,6 +256,16 @@ _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
     "WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE list_contains({0}, {1}) END",
     exp.Flatten: "CASE WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE flatten({0}) END",
 }
+
+
+def _spark_log(call: exp.Ln | exp.Log) -> exp.Expr:
+    """Spark's logarithms are NULL for a value (or base) not above 0; DuckDB's ln(0) is
+    -Infinity and ln(-1) an error."""
+    args = [call.this] if isinstance(call, exp.Ln) else [call.this, call.expression]
+    bad = exp.or_(
+        *(exp.LTE(this=exp.Paren(this=a.copy()), expression=exp.Literal.number(0)) for a in args)
+    )
+    return exp.Case().when(bad, exp.Null()).else_(call.copy())
 
 
 def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
@@ -546,6 +557,8 @@ def to_duckdb_sql(tree: exp.Query, schema: Mapping[str, Mapping[str, str]] | Non
         date_add.replace(exp.cast(date_add.copy(), exp.DataType.Type.DATE))  # a DATE in Spark
     for call in list(tree.find_all(exp.ArrayFilter, exp.Transform)):
         _index_from_zero(call)
+    for log in reversed(list(tree.find_all(exp.Ln, exp.Log))):  # innermost first
+        log.replace(_spark_log(log))
     for moment in list(tree.find_all(exp.Skewness, exp.Kurtosis)):
         moment.replace(_spark_moment(moment))
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first

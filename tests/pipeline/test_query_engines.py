@@ -157,6 +157,9 @@ QUERIES = [
     "SELECT round(0.285D, 2) AS a, round(1.005D, 2) AS b, round(-2.675D, 2) AS c, "
     "round(1e20D, 2) AS d, round(12345.675D, -1) AS e, round(price + 0.005D, 2) AS f, "
     "round(avg(price) OVER (PARTITION BY customer_id), 3) AS g FROM events",
+    # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
+    "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
+    "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",
     # LIKE escapes with a backslash; a substring from 0 starts at 1; format_string is printf
     "SELECT customer_id, customer_id LIKE 'c_' AS f, 'a_c' LIKE 'a\\_c' AS a, "
     "'abc' LIKE 'a\\_c' AS b, '5000' LIKE '50\\%' AS d, 'A_c' ILIKE 'a\\_C' AS g FROM events",
