@@ -1,0 +1,94 @@
+"""Arrays as Spark has them, and LATERAL VIEW.
+
+* in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0
+  (DuckDB's from 1);
+* `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
+  `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`);
+* `LATERAL VIEW [OUTER] explode(...)` is `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
+  OUTER, keeping rows with an empty or NULL array as Spark does).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from engine.query.duckdb.sql import duckdb_expr, duckdb_sql
+
+__all__ = ["array_functions", "index_from_zero", "lateral_views"]
+
+
+def index_from_zero(tree: exp.Expr) -> None:
+    """Spark's `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` count `i` from 0,
+    DuckDB's lambdas from 1: the body reads `i - 1` where Spark's reads `i`."""
+    for call in list(tree.find_all(exp.ArrayFilter, exp.Transform)):
+        lam = call.expression
+        if not isinstance(lam, exp.Lambda) or len(lam.expressions) != 2:
+            continue
+        index = lam.expressions[1].name
+        for name in list(lam.this.find_all(exp.Identifier)):
+            if name.name == index and not isinstance(name.parent, exp.Lambda):
+                one_less = exp.Sub(this=name.copy(), expression=exp.Literal.number(1))
+                name.replace(exp.Paren(this=one_less))
+
+
+# Spark's array functions whose DuckDB namesakes differ, as DuckDB SQL over their arguments
+# {0}, {1}: Spark keeps each value's first place and NULLs (DuckDB's set functions sort by hash
+# and drop NULLs), finds a NULL in an array as "maybe" (NULL), and counts a missing position as
+# 0. The lambdas' names stay clear of the arguments' columns.
+_FIRST = "list_position({0}, __e) = __i"
+_SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
+    exp.ArrayDistinct: f"list_filter({{0}}, lambda __e, __i: {_FIRST})",
+    exp.ArrayIntersect: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
+    f"{_FIRST} AND list_position({{1}}, __e) IS NOT NULL) END",
+    exp.ArrayExcept: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
+    f"{_FIRST} AND list_position({{1}}, __e) IS NULL) END",
+    "array_union": "CASE WHEN {0} IS NULL OR {1} IS NULL THEN NULL ELSE list_filter("
+    "list_concat({0}, {1}), lambda __e, __i: list_position(list_concat({0}, {1}), __e) = __i) END",
+    exp.ArrayRemove: "CASE WHEN {1} IS NULL THEN NULL "
+    "ELSE list_filter({0}, lambda __e: __e IS NULL OR __e <> {1}) END",
+    exp.ArrayPosition: "CASE WHEN {1} IS NULL THEN NULL ELSE coalesce(list_position({0}, {1}), "
+    "CASE WHEN {0} IS NOT NULL THEN 0 END) END",
+    exp.ArrayContains: "CASE WHEN {1} IS NULL THEN NULL WHEN list_contains({0}, {1}) THEN true "
+    "WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE list_contains({0}, {1}) END",
+    exp.Flatten: "CASE WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE flatten({0}) END",
+}
+
+
+def _spark_array(call: exp.Expr) -> exp.Expr:
+    """`call` as Spark computes it, by its template in `_SPARK_ARRAYS`, or as it was."""
+    name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
+    if name not in _SPARK_ARRAYS:
+        return call
+    if isinstance(call, exp.Anonymous | exp.ArrayIntersect):
+        args = call.expressions
+    else:
+        args = [a for a in (call.this, call.args.get("expression")) if a is not None]
+    return duckdb_expr(_SPARK_ARRAYS[name].format(*(duckdb_sql(a) for a in args)))
+
+
+def array_functions(tree: exp.Expr) -> None:
+    """The functions of `_SPARK_ARRAYS` as Spark computes them."""
+    for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
+        if (spark := _spark_array(call)) is not call:
+            call.replace(spark)
+
+
+def lateral_views(tree: exp.Expr) -> None:
+    """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
+    for select in list(tree.find_all(exp.Select)):
+        for lateral in list(select.args.get("laterals") or []):
+            if not lateral.args.get("view") or not isinstance(lateral.this, exp.Explode):
+                continue
+            alias = lateral.args.get("alias")
+            unnest = exp.Unnest(
+                expressions=[lateral.this.this.copy()], alias=alias and alias.copy()
+            )
+            outer = bool(lateral.args.get("outer"))
+            join = exp.Join(
+                this=unnest,
+                kind=None if outer else "CROSS",
+                side="LEFT" if outer else None,
+                on=exp.true() if outer else None,
+            )
+            lateral.pop()
+            select.append("joins", join)

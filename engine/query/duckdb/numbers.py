@@ -1,0 +1,190 @@
+"""Arithmetic, casts, hashes, logarithms and rounding as Spark computes them.
+
+* `a / b`, `a % b` and `a div b` with `b` zero stop the query, as on Spark (ANSI, its default):
+  sqlglot's `/` gives NULL (Spark's legacy mode), DuckDB's infinity, and DuckDB's `%` stops
+  with advice that does not apply; `try_divide` and `try_mod` give NULL on both;
+* `pmod(a, b)` (DuckDB has none) is Spark's: `a % b`, plus `b` when that is negative;
+* `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
+  NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
+  rounded, and text must be a whole number; `try_cast` gives NULL there instead;
+* `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
+* a logarithm of a value (or base) not above 0 is NULL (DuckDB: -Infinity, or an error);
+* `round` of a DOUBLE rounds its shortest decimal form half up (0.285 to 0.29; DuckDB rounds
+  the binary value, 0.28), where sqlglot can tell the type from the tables'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from engine.errors import UserError
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
+
+__all__ = [
+    "CAST_MALFORMED",
+    "DIVIDE_BY_ZERO",
+    "REMAINDER_BY_ZERO",
+    "casts",
+    "doubles_rounded",
+    "logarithms",
+    "round_half_up",
+    "stop_at_zero",
+]
+
+DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
+REMAINDER_BY_ZERO = "remainder by zero (try_mod(a, b) gives NULL instead)"
+CAST_MALFORMED = "because it is malformed (try_cast gives NULL instead)"
+
+
+def _stop_at_zero(op: exp.Div | exp.Mod | exp.IntDiv) -> exp.Expr:
+    """Spark's `a / b`, `a % b` or `a div b` in DuckDB, stopping the query when `b` is zero
+    and `a` is not NULL (a NULL `a` gives NULL on Spark whatever `b` is)."""
+    plain = op.copy()
+    if isinstance(plain, exp.Div):
+        plain.set("safe", False)
+    zero = exp.and_(
+        exp.EQ(this=exp.Paren(this=op.expression.copy()), expression=exp.Literal.number(0)),
+        exp.Not(this=exp.Is(this=exp.Paren(this=op.this.copy()), expression=exp.Null())),
+    )
+    said = REMAINDER_BY_ZERO if isinstance(op, exp.Mod) else DIVIDE_BY_ZERO
+    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(said)])
+    return exp.Case().when(zero, stop).else_(plain)
+
+
+def _try_mod(call: exp.Anonymous) -> exp.Expr:
+    """Spark's try_mod(a, b): NULL where `b` is zero (DuckDB has no such function)."""
+    if len(call.expressions) != 2:
+        return call
+    a, b = (duckdb_sql(arg) for arg in call.expressions)
+    return duckdb_expr(f"CASE WHEN {b} <> 0 THEN {a} % {b} END")
+
+
+def _pmod(call: exp.Anonymous) -> exp.Expr:
+    """Spark's pmod(a, b) as Spark computes it, in `%`s that stop at a zero `b` as Spark's
+    does (DuckDB has no pmod): `a % b`, plus `b` (then `% b` again) when it is negative."""
+    if len(call.expressions) != 2:
+        return call
+    a, b = (f"({arg.sql(dialect='spark')})" for arg in call.expressions)
+    return sqlglot.parse_one(
+        f"CASE WHEN {a} % {b} < 0 THEN ({a} % {b} + {b}) % {b} ELSE {a} % {b} END", read="spark"
+    )
+
+
+def stop_at_zero(tree: exp.Expr) -> None:
+    """pmod, then `/`, `%` and `div` stopping at a zero divisor, then try_mod."""
+    for call in list(tree.find_all(exp.Anonymous)):  # before the `%`s are made to stop at 0
+        if call.name.lower() == "pmod":
+            call.replace(_pmod(call))
+    for op in reversed(list(tree.find_all(exp.Div, exp.Mod, exp.IntDiv))):  # innermost first
+        # Spark's `/` is a `safe` Div (NULL for a zero, as sqlglot writes it); try_divide is
+        # another node, NULL for a zero on both engines.
+        if not isinstance(op, exp.Div) or op.args.get("safe"):
+            op.replace(_stop_at_zero(op))
+    for call in list(tree.find_all(exp.Anonymous)):  # after the above: its `%` may see a zero
+        if call.name.lower() == "try_mod":
+            call.replace(_try_mod(call))
+
+
+_INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT}
+_INTEGRAL |= {exp.DataType.Type.BIGINT}
+# Spark's casts written as calls that sqlglot leaves as calls (it reads int(x) as a CAST), and
+# the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
+_CAST_CALLS = {t.lower(): t for t in ("TINYINT", "SMALLINT", "BIGINT", "BINARY")}
+_CAST_CALLS["decimal"] = "DECIMAL(10, 0)"
+_OTHER_HASHES = frozenset({"hash", "xxhash64"})
+
+
+def _spark_cast(cast: exp.Cast) -> exp.Expr:
+    """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
+    take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
+    off as Spark does (DuckDB rounds) and text must be a whole number (DuckDB takes '7.9', '1e3',
+    '0x1A'); try_cast gives NULL where CAST stops."""
+    safe = bool(cast.args.get("safe"))
+    if cast.to.this not in _INTEGRAL:
+        return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
+    x, to = duckdb_sql(cast.this), cast.to.sql(dialect="duckdb")
+    convert = "TRY_CAST" if safe else "CAST"
+    text = f"CAST({x} AS VARCHAR)"
+    head = exp.Literal.string("the value '").sql(dialect="duckdb")
+    tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
+    tail = exp.Literal.string(tail).sql(dialect="duckdb")
+    malformed = "NULL" if safe else f"error(concat({head}, {text}, {tail}))"
+    return duckdb_expr(
+        f"CASE WHEN typeof({x}) = 'VARCHAR' THEN CASE "
+        rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') THEN {malformed} "
+        f"ELSE {convert}(trim({text}) AS {to}) END "
+        f"WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') "
+        f"THEN {convert}(trunc(CAST({x} AS DOUBLE)) AS {to}) "
+        f"WHEN typeof({x}) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
+        f"ELSE {convert}({x} AS {to}) END"
+    )
+
+
+def casts(tree: exp.Expr) -> None:
+    """Hashes DuckDB computes otherwise refused; casts written as calls, and all casts, as
+    Spark's."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() in _OTHER_HASHES:
+            # DuckDB has functions of these names that hash differently: a wrong number, quietly.
+            raise UserError(
+                f"query: {call.name.lower()}(): DuckDB's function of that name computes another "
+                f"hash than Spark's ({SPARK_HINT})"
+            )
+        if call.name.lower() in _CAST_CALLS and len(call.expressions) == 1:
+            to = exp.DataType.build(_CAST_CALLS[call.name.lower()], dialect="spark")
+            call.replace(exp.Cast(this=call.expressions[0], to=to))  # as sqlglot does int(x)
+    for cast in reversed(list(tree.find_all(exp.Cast))):  # innermost first: an outer one
+        cast.replace(_spark_cast(cast))  # reads its SQL
+
+
+def _spark_log(call: exp.Ln | exp.Log) -> exp.Expr:
+    """Spark's logarithms are NULL for a value (or base) not above 0; DuckDB's ln(0) is
+    -Infinity and ln(-1) an error."""
+    args = [call.this] if isinstance(call, exp.Ln) else [call.this, call.expression]
+    bad = exp.or_(
+        *(exp.LTE(this=exp.Paren(this=a.copy()), expression=exp.Literal.number(0)) for a in args)
+    )
+    return exp.Case().when(bad, exp.Null()).else_(call.copy())
+
+
+def logarithms(tree: exp.Expr) -> None:
+    """Logarithms NULL where Spark's are."""
+    for log in reversed(list(tree.find_all(exp.Ln, exp.Log))):  # innermost first
+        log.replace(_spark_log(log))
+
+
+def doubles_rounded(tree: exp.Query, schema: Mapping[str, Mapping[str, str]]) -> list[exp.Round]:
+    """The `round` calls of `tree` whose first argument is a DOUBLE, as far as sqlglot can tell
+    from the tables' types (`schema`: table, column, SQL type); none where it cannot qualify
+    the query."""
+    try:
+        typed = annotate_types(
+            qualify(tree.copy(), schema=schema, dialect="spark", validate_qualify_columns=False),
+            schema=schema,
+            dialect="spark",
+        )
+    except sqlglot.errors.SqlglotError:
+        return []
+    calls, typed_calls = list(tree.find_all(exp.Round)), list(typed.find_all(exp.Round))
+    if len(calls) != len(typed_calls):  # not the same calls: trust none
+        return []
+    double = exp.DataType.Type.DOUBLE
+    return [c for c, t in zip(calls, typed_calls, strict=True) if t.this.type.this == double]
+
+
+def round_half_up(call: exp.Round) -> exp.Expr:
+    """Spark's round of a DOUBLE: half up on its shortest decimal form (0.285 is 0.29), where
+    DuckDB rounds the binary value (0.28499999999999998, so 0.28)."""
+    x = duckdb_sql(call.this)
+    places = call.args.get("decimals")
+    n = places.sql(dialect="duckdb") if places else "0"
+    # Past 1e17 a double has no fraction left to round; DECIMAL(38, 20) holds what is below.
+    exact = f"CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38, 20)), {n}) AS DOUBLE)"
+    return duckdb_expr(
+        f"CASE WHEN isfinite({x}) AND abs({x}) < 1e17 THEN {exact} ELSE round({x}, {n}) END"
+    )

@@ -1,0 +1,124 @@
+"""A query run on an in-memory DuckDB over the lake's tables, its result typed as Spark's.
+
+The tables' times are registered as TIMESTAMPs (their UTC wall clock) and the result's come
+back as UTC times, so a time turned into text reads as Spark's, with no '+00'; integral
+DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import UserError, first_line
+from engine.lake import LATEST, Snapshot
+from engine.lake.values import replace_leaves
+from engine.query import parse_query, read_tables
+from engine.query.duckdb.numbers import CAST_MALFORMED, DIVIDE_BY_ZERO, REMAINDER_BY_ZERO
+from engine.query.duckdb.sql import SPARK_HINT
+from engine.query.duckdb.translate import to_duckdb_sql
+from engine.query.functions import check_bare_names
+
+__all__ = ["connect", "run_duckdb"]
+
+
+def _retype(table: pa.Table, leaf: Callable[[pa.DataType], pa.DataType | None]) -> pa.Table:
+    """`table` with each column's types that `leaf` maps to another cast, at any depth."""
+    for i, field in enumerate(table.schema):
+        kind = replace_leaves(field.type, leaf)
+        if kind is not None:
+            table = table.set_column(i, field.with_type(kind), table.column(i).cast(kind))
+    return table
+
+
+def _wall_clock(table: pa.Table) -> pa.Table:
+    """The lake's times (UTC) as DuckDB TIMESTAMPs, their UTC wall clock, as Spark's are in a
+    UTC session: a TIMESTAMPTZ would turn into text with '+00' (CAST(t AS STRING), concat)."""
+    return _retype(
+        table, lambda t: pa.timestamp(t.unit) if pa.types.is_timestamp(t) and t.tz else None
+    )
+
+
+def _spark_types(result: pa.Table) -> pa.Table:
+    """DuckDB's HUGEINT (sum of integers) arrives as DECIMAL(38, 0); Spark gives BIGINT. A
+    TIMESTAMP is a UTC time, as Spark's are."""
+    result = _retype(
+        result, lambda t: pa.timestamp(t.unit, "UTC") if pa.types.is_timestamp(t) else None
+    )
+    for i, field in enumerate(result.schema):
+        if pa.types.is_decimal(field.type) and field.type.scale == 0 and field.type.precision == 38:
+            try:
+                column = pc.cast(result.column(i), pa.int64())
+            except pa.ArrowInvalid:
+                continue
+            result = result.set_column(i, field.name, column)
+    return result
+
+
+def _schema(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, str]]:
+    """The tables' column types as SQL, for sqlglot's type inference (nested ones unknown)."""
+    scalar = {
+        pa.types.is_float64: "DOUBLE",
+        pa.types.is_float32: "FLOAT",
+        pa.types.is_integer: "BIGINT",
+        pa.types.is_string: "STRING",
+        pa.types.is_large_string: "STRING",
+        pa.types.is_boolean: "BOOLEAN",
+        pa.types.is_timestamp: "TIMESTAMP",
+        pa.types.is_date: "DATE",
+    }
+
+    def sql(t: pa.DataType) -> str:
+        if pa.types.is_decimal(t):
+            return f"DECIMAL({t.precision}, {t.scale})"
+        return next((name for test, name in scalar.items() if test(t)), "UNKNOWN")
+
+    return {name: {f.name: sql(f.type) for f in table.schema} for name, table in tables.items()}
+
+
+# DuckDB's words for a column or table alias the query names and its tables do not have.
+_MISNAMED = re.compile(
+    r'not found in FROM clause|does not have a column named|Referenced table ".*" not found'
+)
+# The stops the rewrites make where Spark stops too: no hint to try it.
+_AS_ON_SPARK = (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO, CAST_MALFORMED)
+
+
+def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with these Arrow tables registered under their names, in UTC,
+    without file-system access or extension loading, and with its configuration locked."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    for name, data in tables.items():
+        con.register(name, data)
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
+    """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
+    tree = parse_query(sql)
+    tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
+    duck_sql = to_duckdb_sql(tree, _schema(tables))
+    check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
+    con = connect(tables)
+    try:
+        return _spark_types(con.sql(duck_sql).to_arrow_table())
+    except duckdb.Error as err:
+        first = first_line(err)
+        # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
+        misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
+        same_on_spark = misnamed or any(stop in first for stop in _AS_ON_SPARK)
+        raise UserError(
+            f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
+        ) from None
+    finally:
+        con.close()

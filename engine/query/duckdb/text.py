@@ -1,0 +1,50 @@
+"""Text as Spark handles it: `LIKE` escapes with `\\`, `substring(s, 0, n)` reads the 0 as 1,
+and `format_string` is printf-style (stopping at a NULL argument, which Spark prints as
+'null'; a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3)."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+__all__ = ["FORMAT_NULL", "format_strings", "like_escapes", "substrings"]
+
+FORMAT_NULL = "format_string() of a NULL: Spark prints it as 'null', DuckDB's printf cannot"
+
+
+def like_escapes(tree: exp.Expr) -> None:
+    """Spark's LIKE takes `\\` as its escape (`'a\\_c'` matches `a_c` only); DuckDB's has none
+    unless told."""
+    for like in list(tree.find_all(exp.Like, exp.ILike)):
+        if isinstance(like.parent, exp.Escape) or isinstance(like.expression, exp.Any | exp.All):
+            continue
+        like.replace(exp.Escape(this=like.copy(), expression=exp.Literal.string("\\")))
+
+
+def substrings(tree: exp.Expr) -> None:
+    """Spark's substring reads a start of 0 as 1 (`substring('hello', 0, 2)` is 'he'); DuckDB
+    counts the 0 as a place before the text ('h')."""
+    one = exp.Literal.number(1)
+    for call in list(tree.find_all(exp.Substring)):
+        start = call.args.get("start")
+        if isinstance(start, exp.Literal):
+            if start.to_py() == 0:
+                call.set("start", one.copy())
+        elif start is not None:
+            zero = exp.EQ(this=start.copy(), expression=exp.Literal.number(0))
+            call.set("start", exp.Case().when(zero, one.copy()).else_(start.copy()))
+
+
+def _format_string(call: exp.Format) -> exp.Expr:
+    """Spark's format_string is printf's (sqlglot's FORMAT is DuckDB's `{}` format, which gave
+    the pattern back as it was); a NULL argument, which Spark prints as 'null', stops it."""
+    args = [call.this, *call.expressions]
+    printf = exp.Anonymous(this="printf", expressions=[a.copy() for a in args])
+    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(FORMAT_NULL)])
+    null = exp.or_(*(exp.Is(this=exp.Paren(this=a.copy()), expression=exp.Null()) for a in args))
+    return exp.Case().when(null, stop).else_(printf)
+
+
+def format_strings(tree: exp.Expr) -> None:
+    """format_string as printf."""
+    for formatted in reversed(list(tree.find_all(exp.Format))):
+        formatted.replace(_format_string(formatted))

@@ -1,0 +1,206 @@
+"""Times and dates as Spark computes them, where sqlglot's DuckDB SQL differs.
+
+* `window(ts, '5 minutes')` (tumbling) is a struct of DuckDB `time_bucket` start and end,
+  aligned to the epoch as Spark does; sliding windows (a slide shorter than the window) are
+  refused;
+* `unix_timestamp(ts)` of a timestamp column gives whole epoch seconds;
+* `from_utc_timestamp(ts, tz)` and `to_utc_timestamp(ts, tz)` shift the way Spark's do (sqlglot's
+  `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
+* `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday), `weekday(d)` from 0 (Monday);
+* `S` fractions of a second in a date format (`ss.SSS`) are DuckDB's `%g`, `%f`, `%n`;
+* `date_add`, `date_sub`, `add_months`, `trunc(d, unit)` and `date_from_unix_date` are DATEs
+  (DuckDB's are TIMESTAMPs), and Spark's unit names (`MM`, `YY`, `DD`) are understood;
+* `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
+  keep the fraction.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+
+from engine.definitions.durations import parse_duration
+from engine.definitions.sql import SparkStreaming
+from engine.errors import UserError
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
+
+__all__ = [
+    "count_days_like_spark",
+    "dates_like_spark",
+    "formats",
+    "unix_seconds",
+    "windows",
+    "zones",
+]
+
+_EPOCH = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
+# The format sqlglot fills in for Spark's one-argument unix_timestamp(x).
+_DEFAULT_UNIX_FORMAT = sqlglot.parse_one("unix_timestamp(x)", read=SparkStreaming).args["format"]
+
+
+def _interval(arg: exp.Expr, what: str) -> str:
+    try:
+        if not (isinstance(arg, exp.Literal) and arg.is_string):
+            raise ValueError("not a string literal")
+        return parse_duration(arg.name).interval_sql()
+    except ValueError:
+        raise UserError(
+            f"query: window(): {what} must be a literal like '5 minutes', got "
+            f"{arg.sql(dialect='spark')} ({SPARK_HINT})"
+        ) from None
+
+
+def _window(call: exp.Anonymous) -> exp.Expr:
+    """Spark's tumbling `window(ts, duration)` as a struct(start, end) of time buckets."""
+    args = call.expressions
+    if len(args) not in (2, 3):
+        raise UserError(
+            f"query: {call.sql(dialect='spark')}: the DuckDB engine knows window(ts, duration) "
+            f"and window(ts, duration, same slide) only ({SPARK_HINT})"
+        )
+    size = _interval(args[1], "the duration")
+    if len(args) == 3 and _interval(args[2], "the slide") != size:
+        raise UserError(
+            f"query: {call.sql(dialect='spark')}: sliding windows are not supported by the "
+            f"DuckDB engine ({SPARK_HINT})"
+        )
+    ts = f"CAST({duckdb_sql(args[0])} AS TIMESTAMPTZ)"
+    start = f"time_bucket({size}, {ts}, {_EPOCH})"
+    return duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})')
+
+
+def windows(tree: exp.Expr) -> None:
+    """Tumbling `window()`s as time buckets."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "window":
+            call.replace(_window(call))
+
+
+def unix_seconds(tree: exp.Expr) -> None:
+    """`unix_timestamp(ts)` as whole epoch seconds."""
+    for to_unix in list(tree.find_all(exp.StrToUnix)):
+        if to_unix.args.get("format") == _DEFAULT_UNIX_FORMAT:
+            ts = f"CAST({duckdb_sql(to_unix.this)} AS TIMESTAMPTZ)"
+            to_unix.replace(duckdb_expr(f"CAST(FLOOR(epoch({ts})) AS BIGINT)"))
+
+
+def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
+    """Spark's from_utc_timestamp (parsed as AtTimeZone) and to_utc_timestamp (FromTimeZone)
+    in DuckDB, whose session is in UTC. sqlglot's argument is the time as a TIMESTAMP: its UTC
+    wall clock."""
+    wall = duckdb_sql(node.this)
+    zone = node.args["zone"].sql(dialect="duckdb")
+    if isinstance(node, exp.AtTimeZone):  # the UTC time's wall clock in zone, as a UTC time
+        return duckdb_expr(f"CAST(CAST({wall} AS TIMESTAMPTZ) AT TIME ZONE {zone} AS TIMESTAMPTZ)")
+    return duckdb_expr(f"{wall} AT TIME ZONE {zone}")  # the wall clock read in zone
+
+
+def zones(tree: exp.Expr) -> None:
+    """from_utc_timestamp and to_utc_timestamp as Spark shifts."""
+    for shift in reversed(list(tree.find_all(exp.AtTimeZone, exp.FromTimeZone))):
+        shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
+
+
+# Spark's fraction of a second, one S per digit, where sqlglot maps only SSSSSS: DuckDB
+# formats milliseconds, microseconds and nanoseconds.
+_FRACTIONS = {3: "%g", 6: "%f", 9: "%n"}
+
+
+def _fractions(node: exp.TimeToStr | exp.StrToTime) -> None:
+    """The S runs sqlglot left in a date format (not %S, seconds) as DuckDB's fractions."""
+    fmt = node.args.get("format")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        return
+
+    def digits(run: re.Match[str]) -> str:
+        if len(run.group()) not in _FRACTIONS:
+            raise UserError(
+                f"query: date format {run.group()!r}: the DuckDB engine formats 3, 6 or 9 "
+                f"digits of a second ({SPARK_HINT})"
+            )
+        return _FRACTIONS[len(run.group())]
+
+    fmt.replace(exp.Literal.string(re.sub(r"(?<!%)S+", digits, fmt.name)))
+
+
+def formats(tree: exp.Expr) -> None:
+    """Fractions of a second in date formats."""
+    for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
+        _fractions(formatted)
+
+
+def count_days_like_spark(tree: exp.Expr) -> None:
+    """`dayofweek` and `extract(DOW ...)` from 1 (Sunday), `weekday` from 0 (Monday)."""
+    for day in list(tree.find_all(exp.DayOfWeek, exp.Extract)):
+        if isinstance(day, exp.Extract) and day.name.upper() not in ("DOW", "DAYOFWEEK"):
+            continue
+        day.replace(exp.Paren(this=exp.Add(this=day.copy(), expression=exp.Literal.number(1))))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "weekday" and len(call.expressions) == 1:
+            day = duckdb_sql(call.expressions[0])
+            call.replace(duckdb_expr(f"(isodow(CAST({day} AS DATE)) - 1)"))
+
+
+# Spark's names of truncation units that DuckDB does not know, and the name it does.
+_TRUNC_UNITS = {"YYYY": "YEAR", "YY": "YEAR", "MON": "MONTH", "MM": "MONTH", "DD": "DAY"}
+
+
+def _spark_trunc(call: exp.DateTrunc | exp.TimestampTrunc) -> exp.Expr:
+    """`date_trunc` and `trunc` with Spark's unit names (`MM`, `YY`, `DD` ...); `trunc` of a
+    date is a DATE, as in Spark (DuckDB's is a TIMESTAMP)."""
+    unit = call.args.get("unit")
+    if isinstance(unit, exp.Literal | exp.Var) and unit.name.upper() in _TRUNC_UNITS:
+        call.set("unit", exp.Literal.string(_TRUNC_UNITS[unit.name.upper()]))
+    return (
+        exp.cast(call.copy(), exp.DataType.Type.DATE) if isinstance(call, exp.DateTrunc) else call
+    )
+
+
+def _months_between(call: exp.MonthsBetween) -> exp.Expr:
+    """Spark's months_between: whole months when the days of month match or both are last
+    days, else the days and the time of day (whole seconds) over 31-day months, rounded to 8
+    places unless `roundOff` is false (sqlglot's leaves the time of day out)."""
+    a, b = (f"CAST({duckdb_sql(t)} AS TIMESTAMP)" for t in (call.this, call.expression))
+    months = f"(year({a}) * 12 + month({a}) - year({b}) * 12 - month({b}))"
+    same = (
+        f"day({a}) = day({b}) OR (day({a}) = day(last_day({a})) AND day({b}) = day(last_day({b})))"
+    )
+    seconds = " - ".join(
+        f"(day({t}) * 86400 + hour({t}) * 3600 + minute({t}) * 60 + second({t}))" for t in (a, b)
+    )
+    diff = f"CASE WHEN {same} THEN {months} ELSE {months} + ({seconds}) / 2678400.0 END"
+    roundoff = call.args.get("roundoff")
+    if not (isinstance(roundoff, exp.Boolean) and not roundoff.this):
+        diff = f"round({diff}, 8)"
+    return duckdb_expr(f"CAST({diff} AS DOUBLE)")
+
+
+def _seconds_with_fraction(ts: exp.Expr) -> exp.Expr:
+    """Spark's `extract(SECOND FROM ts)` and `date_part('second', ts)` keep the fraction, as a
+    DECIMAL(8, 6) (DuckDB's are whole seconds)."""
+    micros = f"date_part('microseconds', {duckdb_sql(ts)})"
+    return duckdb_expr(f"CAST({micros} / 1000000 AS DECIMAL(8, 6))")
+
+
+_SECOND = frozenset({"SECOND", "SECONDS", "SEC", "SECS", "S"})
+
+
+def dates_like_spark(tree: exp.Expr) -> None:
+    """Dates stay DATEs, truncation units, months_between and the second's fraction."""
+    for date in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths, exp.DateFromUnixDate)):
+        date.replace(exp.cast(date.copy(), exp.DataType.Type.DATE))
+    for trunc in reversed(list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc))):
+        trunc.replace(_spark_trunc(trunc))
+    for between in reversed(list(tree.find_all(exp.MonthsBetween))):
+        between.replace(_months_between(between))
+    for part in reversed(list(tree.find_all(exp.Extract, exp.Anonymous))):
+        if isinstance(part, exp.Extract):
+            unit, ts = part.this, part.expression
+        elif part.name.lower() == "date_part" and len(part.expressions) == 2:
+            unit, ts = part.expressions
+        else:
+            continue
+        if unit.name.upper() in _SECOND:
+            part.replace(_seconds_with_fraction(ts))

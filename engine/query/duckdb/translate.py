@@ -1,0 +1,67 @@
+"""Spark SQL to DuckDB SQL: sqlglot's translation, then the rewrites that make DuckDB compute
+what Spark does, in an order that matters (a rewrite that writes its operands as text must
+come after those that change them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import sqlglot
+from sqlglot import exp
+
+from engine.errors import UserError, first_line
+from engine.query.duckdb import aggregates, arrays, names, numbers, text, times
+from engine.query.duckdb.sql import SPARK_HINT
+
+__all__ = ["to_duckdb_sql"]
+
+
+def _drop_hints(tree: exp.Expr) -> None:
+    for hint in list(tree.find_all(exp.Hint)):
+        hint.pop()  # Spark's planner hints (BROADCAST, REPARTITION, ...) mean nothing here
+
+
+# Before the first that writes operands as text: the names read the query as written, and the
+# windows, zones and `%`s must be Spark's inside any later rewrite's text.
+_FIRST: tuple[Callable[[exp.Expr], None], ...] = (
+    names.name_outputs,
+    _drop_hints,
+    times.count_days_like_spark,
+    times.windows,
+    times.unix_seconds,
+    times.zones,
+    times.formats,
+    numbers.stop_at_zero,
+)
+_THEN: tuple[Callable[[exp.Expr], None], ...] = (
+    numbers.casts,
+    times.dates_like_spark,
+    arrays.index_from_zero,
+    numbers.logarithms,
+    aggregates.moments,
+    arrays.array_functions,
+    text.like_escapes,
+    text.substrings,
+    text.format_strings,
+    aggregates.pivots,
+    arrays.lateral_views,
+)
+
+
+def to_duckdb_sql(tree: exp.Query, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The DuckDB SQL for a parsed Spark SQL query; `schema` (table, column, SQL type) lets it
+    round DOUBLEs as Spark does."""
+    tree = tree.copy()
+    doubles = numbers.doubles_rounded(tree, schema or {})  # found in the query as written
+    for rewrite in _FIRST:
+        rewrite(tree)
+    for call in doubles:  # its operand's `/` stops at zero, as it would elsewhere
+        call.replace(numbers.round_half_up(call))
+    for rewrite in _THEN:
+        rewrite(tree)
+    try:
+        return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except sqlglot.errors.SqlglotError as err:
+        raise UserError(
+            f"query: cannot translate to DuckDB: {first_line(err)} ({SPARK_HINT})"
+        ) from None
