@@ -36,7 +36,7 @@ def _interval(days: int, microseconds: int, months: int = 0) -> str:
     day, hour = divmod(hours, 24)
     fraction = f".{micros:06d}".rstrip("0") if micros else ""
     text = f"INTERVAL '{sign}{day} {hour:02d}:{minute:02d}:{second:02d}{fraction}' DAY TO SECOND"
-    return f"INTERVAL '{sign}{abs(months)} months' + {text}" if months else text
+    return f"INTERVAL '{months} months' + {text}" if months else text  # DuckDB's mixed kind
 
 
 def _plain(value: Any) -> Any:
