@@ -186,6 +186,9 @@ QUERIES = [
     "months_between(event_time, TIMESTAMP '2024-01-01 12:00:00') AS b, "
     "months_between(DATE '2024-02-29', DATE '2024-01-31') AS c, weekday(event_date) AS w, "
     "extract(SECOND FROM event_time) AS s, date_part('SECOND', event_time) AS p FROM events",
+    # a DATE minus a DATE is an interval of days (DuckDB's a number), a DATE minus 1 a DATE
+    "SELECT event_date - DATE '2024-05-01' AS a, event_date - 1 AS b, quantity - 1 AS c, "
+    "max(event_date) OVER () - event_date AS d FROM events",
 ]
 
 

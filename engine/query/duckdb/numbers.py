@@ -15,12 +15,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import sqlglot
 from sqlglot import exp
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.qualify import qualify
 
 from engine.errors import UserError
 from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
@@ -30,9 +26,9 @@ __all__ = [
     "DIVIDE_BY_ZERO",
     "REMAINDER_BY_ZERO",
     "casts",
-    "doubles_rounded",
     "logarithms",
     "round_half_up",
+    "rounds_of_doubles",
     "stop_at_zero",
 ]
 
@@ -158,23 +154,10 @@ def logarithms(tree: exp.Expr) -> None:
         log.replace(_spark_log(log))
 
 
-def doubles_rounded(tree: exp.Query, schema: Mapping[str, Mapping[str, str]]) -> list[exp.Round]:
-    """The `round` calls of `tree` whose first argument is a DOUBLE, as far as sqlglot can tell
-    from the tables' types (`schema`: table, column, SQL type); none where it cannot qualify
-    the query."""
-    try:
-        typed = annotate_types(
-            qualify(tree.copy(), schema=schema, dialect="spark", validate_qualify_columns=False),
-            schema=schema,
-            dialect="spark",
-        )
-    except sqlglot.errors.SqlglotError:
-        return []
-    calls, typed_calls = list(tree.find_all(exp.Round)), list(typed.find_all(exp.Round))
-    if len(calls) != len(typed_calls):  # not the same calls: trust none
-        return []
-    double = exp.DataType.Type.DOUBLE
-    return [c for c, t in zip(calls, typed_calls, strict=True) if t.this.type.this == double]
+def rounds_of_doubles(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[exp.Expr]:
+    """The `round` calls among `twins` (calls and their typed copies) whose operand is a
+    DOUBLE."""
+    return [call for call, typed in twins if typed.this.type.this == exp.DataType.Type.DOUBLE]
 
 
 def round_half_up(call: exp.Round) -> exp.Expr:

@@ -19,6 +19,7 @@ from engine.errors import UserError, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
 from engine.query import parse_query, read_tables
+from engine.query.duckdb.inferred import schema_of
 from engine.query.duckdb.numbers import CAST_MALFORMED, DIVIDE_BY_ZERO, REMAINDER_BY_ZERO
 from engine.query.duckdb.sql import SPARK_HINT
 from engine.query.duckdb.translate import to_duckdb_sql
@@ -60,27 +61,6 @@ def _spark_types(result: pa.Table) -> pa.Table:
     return result
 
 
-def _schema(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, str]]:
-    """The tables' column types as SQL, for sqlglot's type inference (nested ones unknown)."""
-    scalar = {
-        pa.types.is_float64: "DOUBLE",
-        pa.types.is_float32: "FLOAT",
-        pa.types.is_integer: "BIGINT",
-        pa.types.is_string: "STRING",
-        pa.types.is_large_string: "STRING",
-        pa.types.is_boolean: "BOOLEAN",
-        pa.types.is_timestamp: "TIMESTAMP",
-        pa.types.is_date: "DATE",
-    }
-
-    def sql(t: pa.DataType) -> str:
-        if pa.types.is_decimal(t):
-            return f"DECIMAL({t.precision}, {t.scale})"
-        return next((name for test, name in scalar.items() if test(t)), "UNKNOWN")
-
-    return {name: {f.name: sql(f.type) for f in table.schema} for name, table in tables.items()}
-
-
 # DuckDB's words for a column or table alias the query names and its tables do not have.
 _MISNAMED = re.compile(
     r'not found in FROM clause|does not have a column named|Referenced table ".*" not found'
@@ -107,7 +87,7 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
     tree = parse_query(sql)
     tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
-    duck_sql = to_duckdb_sql(tree, _schema(tables))
+    duck_sql = to_duckdb_sql(tree, schema_of(tables))
     check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
     con = connect(tables)
     try:

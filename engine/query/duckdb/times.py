@@ -11,7 +11,7 @@
 * `date_add`, `date_sub`, `add_months`, `trunc(d, unit)` and `date_from_unix_date` are DATEs
   (DuckDB's are TIMESTAMPs), and Spark's unit names (`MM`, `YY`, `DD`) are understood;
 * `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
-  keep the fraction.
+  keep the fraction; a DATE minus a DATE is an interval of days (DuckDB's a number).
 """
 
 from __future__ import annotations
@@ -182,6 +182,22 @@ def _seconds_with_fraction(ts: exp.Expr) -> exp.Expr:
     DECIMAL(8, 6) (DuckDB's are whole seconds)."""
     micros = f"date_part('microseconds', {duckdb_sql(ts)})"
     return duckdb_expr(f"CAST({micros} / 1000000 AS DECIMAL(8, 6))")
+
+
+def date_differences(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[exp.Expr]:
+    """The subtractions among `twins` (nodes and their typed copies) of a DATE from a DATE,
+    an interval of days in Spark (DuckDB's are a number of days)."""
+    date = exp.DataType.Type.DATE
+    return [
+        sub
+        for sub, typed in twins
+        if typed.this.type.this == date and typed.expression.type.this == date
+    ]
+
+
+def days_between(sub: exp.Sub) -> exp.Expr:
+    """`a - b` of two DATEs as Spark's interval of days."""
+    return duckdb_expr(f"to_days(CAST({duckdb_sql(sub)} AS INTEGER))")
 
 
 _SECOND = frozenset({"SECOND", "SECONDS", "SEC", "SECS", "S"})

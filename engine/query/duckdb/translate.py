@@ -4,13 +4,14 @@ come after those that change them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
 
 from engine.errors import UserError, first_line
 from engine.query.duckdb import aggregates, arrays, names, numbers, text, times
+from engine.query.duckdb.inferred import Schema, typed_twins
 from engine.query.duckdb.sql import SPARK_HINT
 
 __all__ = ["to_duckdb_sql"]
@@ -48,15 +49,21 @@ _THEN: tuple[Callable[[exp.Expr], None], ...] = (
 )
 
 
-def to_duckdb_sql(tree: exp.Query, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
-    """The DuckDB SQL for a parsed Spark SQL query; `schema` (table, column, SQL type) lets it
-    round DOUBLEs as Spark does."""
+def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
+    """The DuckDB SQL for a parsed Spark SQL query; with the tables' `schema`, the rewrites
+    that depend on an operand's type (a DOUBLE rounded, a DATE minus a DATE) apply too."""
     tree = tree.copy()
-    doubles = numbers.doubles_rounded(tree, schema or {})  # found in the query as written
+    twins = typed_twins(tree, schema or {}, (exp.Round, exp.Sub))  # the query as written
+    rounded = numbers.rounds_of_doubles(twins[exp.Round])
+    subtracted = times.date_differences(twins[exp.Sub])
     for rewrite in _FIRST:
         rewrite(tree)
-    for call in doubles:  # its operand's `/` stops at zero, as it would elsewhere
+    # After the `/`s stop at zero (a rewrite that writes its operand as text) and before the
+    # casts, which write theirs.
+    for call in rounded:
         call.replace(numbers.round_half_up(call))
+    for sub in subtracted:
+        sub.replace(times.days_between(sub))
     for rewrite in _THEN:
         rewrite(tree)
     try:
