@@ -27,6 +27,7 @@ __all__ = [
     "REMAINDER_BY_ZERO",
     "casts",
     "logarithms",
+    "refuse_other_hashes",
     "round_half_up",
     "rounds_of_doubles",
     "stop_at_zero",
@@ -86,12 +87,17 @@ def stop_at_zero(tree: exp.Expr) -> None:
             call.replace(_try_mod(call))
 
 
-_INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT}
-_INTEGRAL |= {exp.DataType.Type.BIGINT}
+_INTEGRAL = frozenset(exp.DataType.Type[t] for t in ("TINYINT", "SMALLINT", "INT", "BIGINT"))
 # Spark's casts written as calls that sqlglot leaves as calls (it reads int(x) as a CAST), and
 # the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
-_CAST_CALLS = {t.lower(): t for t in ("TINYINT", "SMALLINT", "BIGINT", "BINARY")}
-_CAST_CALLS["decimal"] = "DECIMAL(10, 0)"
+_CAST_CALLS = {
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "bigint": "BIGINT",
+    "binary": "BINARY",
+    "decimal": "DECIMAL(10, 0)",
+}
+# DuckDB has functions of these names that hash otherwise: a wrong number, quietly.
 _OTHER_HASHES = frozenset({"hash", "xxhash64"})
 
 
@@ -121,16 +127,19 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
     )
 
 
-def casts(tree: exp.Expr) -> None:
-    """Hashes DuckDB computes otherwise refused; casts written as calls, and all casts, as
-    Spark's."""
-    for call in list(tree.find_all(exp.Anonymous)):
+def refuse_other_hashes(tree: exp.Expr) -> None:
+    """A UserError for a hash DuckDB computes otherwise than Spark."""
+    for call in tree.find_all(exp.Anonymous):
         if call.name.lower() in _OTHER_HASHES:
-            # DuckDB has functions of these names that hash differently: a wrong number, quietly.
             raise UserError(
                 f"query: {call.name.lower()}(): DuckDB's function of that name computes another "
                 f"hash than Spark's ({SPARK_HINT})"
             )
+
+
+def casts(tree: exp.Expr) -> None:
+    """Casts written as calls, and all casts, as Spark's."""
+    for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() in _CAST_CALLS and len(call.expressions) == 1:
             to = exp.DataType.build(_CAST_CALLS[call.name.lower()], dialect="spark")
             call.replace(exp.Cast(this=call.expressions[0], to=to))  # as sqlglot does int(x)

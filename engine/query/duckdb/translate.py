@@ -25,6 +25,7 @@ def _drop_hints(tree: exp.Expr) -> None:
 # Before the first that writes operands as text: the names read the query as written, and the
 # windows, zones and `%`s must be Spark's inside any later rewrite's text.
 _FIRST: tuple[Callable[[exp.Expr], None], ...] = (
+    numbers.refuse_other_hashes,
     names.name_outputs,
     _drop_hints,
     times.count_days_like_spark,
