@@ -157,6 +157,13 @@ QUERIES = [
     "SELECT round(0.285D, 2) AS a, round(1.005D, 2) AS b, round(-2.675D, 2) AS c, "
     "round(1e20D, 2) AS d, round(12345.675D, -1) AS e, round(price + 0.005D, 2) AS f, "
     "round(avg(price) OVER (PARTITION BY customer_id), 3) AS g FROM events",
+    # a DOUBLE or FLOAT as text is Java's: decimals from 0.001 to 1e7, else 1.0E10 (DuckDB's
+    # 10000000000.0, 1e-05), cast or concatenated
+    "SELECT CAST(price * 1e6D AS STRING) AS a, CAST(price / 1e4D AS STRING) AS b, "
+    "concat('p=', price * 1e7D, '/', quantity) AS c, customer_id || (price / 1e9D) AS d, "
+    "concat_ws(',', price, 1e-5D, CAST(1e10 AS FLOAT), 0.0009D) AS e, "
+    "CAST(CAST(price AS FLOAT) AS STRING) AS f, concat('n', 12345678.9, 1.5) AS g FROM events",
+    "SELECT id, CAST(price AS STRING) AS p, concat(text, price) AS c FROM odd",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",

@@ -622,3 +622,35 @@ def test_a_distinct_count_in_a_pivot_is_refused_on_duckdb(count):
         "query: PIVOT: a distinct count of a cell without rows is NULL on Spark, 0 on DuckDB "
         "(try --engine spark)"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        # Java's Double.toString, as Spark writes a DOUBLE: decimals from 0.001 up to 1e7
+        ("1234567.5D", "1234567.5"),
+        ("0.001D", "0.001"),
+        ("100D", "100.0"),
+        ("0.0D", "0.0"),
+        ("0.1D + 0.2D", "0.30000000000000004"),
+        # DuckDB wrote these as decimals (up to 1e16, from 1e-4): 10000000000.0, 0.0009
+        ("1e7D", "1.0E7"),
+        ("-12345678.9D", "-1.23456789E7"),
+        ("1e15D", "1.0E15"),
+        ("0.0009D", "9.0E-4"),
+        ("-0.00012D", "-1.2E-4"),
+        # and these with a small e and a sign: 1e-05, 1.5e+300, 1e+16
+        ("1e-5D", "1.0E-5"),
+        ("1.5e300D", "1.5E300"),
+        ("1e16D", "1.0E16"),
+        ("CAST('NaN' AS DOUBLE)", "NaN"),
+        ("-CAST('Infinity' AS DOUBLE)", "-Infinity"),
+        ("CAST(12345678.0 AS FLOAT)", "1.2345678E7"),
+        # what is no DOUBLE is DuckDB's text, as Spark's
+        ("12345678.9", "12345678.9"),
+        ("12345678", "12345678"),
+    ],
+)
+def test_a_double_as_text_is_written_as_spark_writes_it(lake, value, text):
+    sql = f"SELECT CAST({value} AS STRING) AS c, concat('', {value}) AS t, 'x' || {value} AS x"
+    assert rows(sql, lake) == [(text, text, f"x{text}")]

@@ -7,6 +7,8 @@
 * `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
   NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
   rounded, and text must be a whole number; `try_cast` gives NULL there instead;
+* a DOUBLE or FLOAT cast to text is written as Java writes it, as Spark does: in decimals from
+  0.001 up to 10,000,000 and as `1.0E10` outside (DuckDB: decimals up to 1e16, then `1e+16`);
 * `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * a logarithm of a value (or base) not above 0 is NULL (DuckDB: -Infinity, or an error);
 * `round` of a DOUBLE rounds its shortest decimal form half up (0.285 to 0.29; DuckDB rounds
@@ -87,6 +89,7 @@ def stop_at_zero(tree: exp.Expr) -> None:
             call.replace(_try_mod(call))
 
 
+_TEXT = frozenset({exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR})
 _INTEGRAL = frozenset(exp.DataType.Type[t] for t in ("TINYINT", "SMALLINT", "INT", "BIGINT"))
 # Spark's casts written as calls that sqlglot leaves as calls (it reads int(x) as a CAST), and
 # the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
@@ -101,12 +104,45 @@ _CAST_CALLS = {
 _OTHER_HASHES = frozenset({"hash", "xxhash64"})
 
 
+def _java_text(x: str) -> str:
+    """DuckDB SQL for the text Spark (Java's Double.toString) writes for a DOUBLE or FLOAT `x`:
+    decimals for 0.001 <= |x| < 1e7, else `d.dddE<n>`, from DuckDB's shortest digits."""
+    # DuckDB writes decimals from 1e-4 up to 1e16 (12345678.9, 0.0009), then 1e+16, 1.5e-05.
+    s = f"CAST({x} AS VARCHAR)"
+    as_java = r"'-?([1-9]\d{0,6}\.\d+|0\.0{0,2}[1-9]\d*|0\.0)'"
+    mantissa = f"split_part({s}, 'e', 1)"
+    # 12345678.9 is 1.23456789E7, 0.00012 is 1.2E-4 (below 0.001 DuckDB's decimals have 3 zeros)
+    digits = rf"rtrim(regexp_replace({s}, '^(-?)(?:0\.000)?(\d)(\d*)\.?(\d*)$', '\1\2.\3\4'), '0')"
+    unsigned = f"ltrim({s}, '-')"
+    power = f"CASE WHEN starts_with({unsigned}, '0') THEN -4 ELSE strpos({unsigned}, '.') - 2 END"
+    return (
+        f"CASE {s} WHEN 'nan' THEN 'NaN' WHEN 'inf' THEN 'Infinity' "
+        "WHEN '-inf' THEN '-Infinity' ELSE CASE "
+        f"WHEN regexp_full_match({s}, {as_java}) THEN {s} "
+        f"WHEN contains({s}, 'e') THEN {mantissa} "
+        f"|| CASE WHEN contains({mantissa}, '.') THEN '' ELSE '.0' END "
+        f"|| 'E' || CAST(CAST(split_part({s}, 'e', 2) AS INTEGER) AS VARCHAR) "
+        f"ELSE {digits} || CASE WHEN ends_with({digits}, '.') THEN '0' ELSE '' END "
+        f"|| 'E' || CAST({power} AS VARCHAR) END END"
+    )
+
+
+def _spark_text(x: str) -> exp.Expr:
+    """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it."""
+    return duckdb_expr(
+        f"CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN {_java_text(x)} "
+        f"ELSE CAST({x} AS VARCHAR) END"
+    )
+
+
 def _spark_cast(cast: exp.Cast) -> exp.Expr:
     """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
     take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
     off as Spark does (DuckDB rounds) and text must be a whole number (DuckDB takes '7.9', '1e3',
     '0x1A'); try_cast gives NULL where CAST stops."""
     safe = bool(cast.args.get("safe"))
+    if cast.to.this in _TEXT and not cast.to.expressions:  # STRING, not VARCHAR(n)
+        return _spark_text(duckdb_sql(cast.this))
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
     x, to = duckdb_sql(cast.this), cast.to.sql(dialect="duckdb")

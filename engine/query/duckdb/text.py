@@ -1,14 +1,52 @@
 """Text as Spark handles it: `LIKE` escapes with `\\`, `substring(s, 0, n)` reads the 0 as 1,
-and `format_string` is printf-style (stopping at a NULL argument, which Spark prints as
-'null'; a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3)."""
+`format_string` is printf-style (stopping at a NULL argument, which Spark prints as 'null';
+a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), and a
+DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["FORMAT_NULL", "format_strings", "like_escapes", "substrings"]
+__all__ = [
+    "CONCATENATIONS",
+    "FORMAT_NULL",
+    "cast_to_text",
+    "doubles_concatenated",
+    "format_strings",
+    "like_escapes",
+    "substrings",
+]
 
 FORMAT_NULL = "format_string() of a NULL: Spark prints it as 'null', DuckDB's printf cannot"
+
+
+#: The nodes of Spark's concatenations: concat(...), `a || b`, concat_ws(sep, ...).
+CONCATENATIONS: tuple[type[exp.Expr], ...] = (exp.Concat, exp.DPipe, exp.ConcatWs)
+_FLOATING = frozenset({exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT})
+
+
+def _operands(call: exp.Expr) -> list[exp.Expr]:
+    return [call.this, call.expression] if isinstance(call, exp.DPipe) else call.expressions
+
+
+def doubles_concatenated(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[tuple[exp.Expr, int]]:
+    """The concatenations among `twins` (nodes and their typed copies), each with the place of
+    a DOUBLE or FLOAT operand, which DuckDB writes as text in its own form (1e10 as
+    10000000000.0, Spark 1.0E10)."""
+    return [
+        (call, place)
+        for call, typed in twins
+        for place, twin in enumerate(_operands(typed))
+        if twin.type is not None and twin.type.this in _FLOATING
+    ]
+
+
+def cast_to_text(concatenated: list[tuple[exp.Expr, int]]) -> None:
+    """Each operand at its place in its concatenation cast to text, explicitly, for the casts
+    to write as Spark does; by place, as a rewrite before may have replaced the operand."""
+    for call, place in concatenated:
+        operand = _operands(call)[place]
+        operand.replace(exp.cast(operand.copy(), exp.DataType.Type.TEXT))
 
 
 def like_escapes(tree: exp.Expr) -> None:

@@ -52,19 +52,23 @@ _THEN: tuple[Callable[[exp.Expr], None], ...] = (
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
     """The DuckDB SQL for a parsed Spark SQL query; with the tables' `schema`, the rewrites
-    that depend on an operand's type (a DOUBLE rounded, a DATE minus a DATE) apply too."""
+    that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE)
+    apply too."""
     tree = tree.copy()
-    twins = typed_twins(tree, schema or {}, (exp.Round, exp.Sub))  # the query as written
+    kinds = (exp.Round, exp.Sub, *text.CONCATENATIONS)
+    twins = typed_twins(tree, schema or {}, kinds)  # the query as written
     rounded = numbers.rounds_of_doubles(twins[exp.Round])
     subtracted = times.date_differences(twins[exp.Sub])
+    concatenated = [c for k in text.CONCATENATIONS for c in text.doubles_concatenated(twins[k])]
     for rewrite in _FIRST:
         rewrite(tree)
     # After the `/`s stop at zero (a rewrite that writes its operand as text) and before the
-    # casts, which write theirs.
+    # casts, which write theirs (and the text of a concatenated DOUBLE).
     for call in rounded:
         call.replace(numbers.round_half_up(call))
     for sub in subtracted:
         sub.replace(times.days_between(sub))
+    text.cast_to_text(concatenated)
     for rewrite in _THEN:
         rewrite(tree)
     try:
