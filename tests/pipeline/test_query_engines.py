@@ -157,6 +157,9 @@ QUERIES = [
     "SELECT round(0.285D, 2) AS a, round(1.005D, 2) AS b, round(-2.675D, 2) AS c, "
     "round(1e20D, 2) AS d, round(12345.675D, -1) AS e, round(price + 0.005D, 2) AS f, "
     "round(avg(price) OVER (PARTITION BY customer_id), 3) AS g FROM events",
+    # ... unaliased, inside a division and inside a concatenation (0.5 * 0.57 is 0.285)
+    "SELECT round(price * 0.57, 2), round(price * 0.57, 2) / 1 AS c, "
+    "concat('r', round(price * 0.57, 2)) AS t FROM events",
     # a DOUBLE or FLOAT as text is Java's: decimals from 0.001 to 1e7, else 1.0E10 (DuckDB's
     # 10000000000.0, 1e-05), cast or concatenated
     "SELECT CAST(price * 1e6D AS STRING) AS a, CAST(price / 1e4D AS STRING) AS b, "

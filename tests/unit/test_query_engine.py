@@ -654,3 +654,19 @@ def test_a_distinct_count_in_a_pivot_is_refused_on_duckdb(count):
 def test_a_double_as_text_is_written_as_spark_writes_it(lake, value, text):
     sql = f"SELECT CAST({value} AS STRING) AS c, concat('', {value}) AS t, 'x' || {value} AS x"
     assert rows(sql, lake) == [(text, text, f"x{text}")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT round(CAST(CAST('7.9' AS INT) AS DOUBLE), 1) AS x",
+        "SELECT skewness(CAST('7.9' AS INT)) AS x",
+        "SELECT array_distinct(array(CAST('7.9' AS INT))) AS x",
+        "SELECT weekday(date_add(DATE '2024-01-01', CAST('7.9' AS INT))) AS x",
+    ],
+)
+def test_a_cast_inside_a_rewritten_operand_stops_as_spark_does(lake, sql):
+    # The rewrites wrote their operands as DuckDB text, where Spark's CAST read back as TRY_CAST:
+    # NULL, where Spark stops.
+    with pytest.raises(UserError, match=r"the value '7\.9' cannot be cast to INT because"):
+        run_duckdb(sql, lake)

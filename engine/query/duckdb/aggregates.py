@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 
 __all__ = ["moments", "pivots"]
 
@@ -14,14 +14,14 @@ __all__ = ["moments", "pivots"]
 def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
     """Spark's skewness and kurtosis are the population's (DuckDB's the sample's), NULL where
     the values do not vary; two values that do are symmetric (DuckDB: NULL under three)."""
-    x = duckdb_sql(call.this)
+    x = "__0"
     if isinstance(call, exp.Kurtosis):
         moment = f"kurtosis_pop({x})"
     else:
         n = f"count({x})"
         sample = f"skewness({x}) * ({n} - 2) / sqrt({n} * ({n} - 1))"
         moment = f"CASE WHEN {n} = 2 THEN 0.0 ELSE {sample} END"
-    return duckdb_expr(f"CASE WHEN min({x}) = max({x}) THEN NULL ELSE {moment} END")
+    return duckdb_expr(f"CASE WHEN min({x}) = max({x}) THEN NULL ELSE {moment} END", call.this)
 
 
 def moments(tree: exp.Expr) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.query.duckdb.sql import duckdb_expr, duckdb_sql
+from engine.query.duckdb.sql import duckdb_expr
 
 __all__ = ["array_functions", "index_from_zero", "lateral_views"]
 
@@ -32,25 +32,25 @@ def index_from_zero(tree: exp.Expr) -> None:
 
 
 # Spark's array functions whose DuckDB namesakes differ, as DuckDB SQL over their arguments
-# {0}, {1}: Spark keeps each value's first place and NULLs (DuckDB's set functions sort by hash
+# __0, __1: Spark keeps each value's first place and NULLs (DuckDB's set functions sort by hash
 # and drop NULLs), finds a NULL in an array as "maybe" (NULL), and counts a missing position as
 # 0. The lambdas' names stay clear of the arguments' columns.
-_FIRST = "list_position({0}, __e) = __i"
+_FIRST = "list_position(__0, __e) = __i"
 _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
-    exp.ArrayDistinct: f"list_filter({{0}}, lambda __e, __i: {_FIRST})",
-    exp.ArrayIntersect: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
-    f"{_FIRST} AND list_position({{1}}, __e) IS NOT NULL) END",
-    exp.ArrayExcept: "CASE WHEN {1} IS NULL THEN NULL ELSE list_filter({0}, lambda __e, __i: "
-    f"{_FIRST} AND list_position({{1}}, __e) IS NULL) END",
-    "array_union": "CASE WHEN {0} IS NULL OR {1} IS NULL THEN NULL ELSE list_filter("
-    "list_concat({0}, {1}), lambda __e, __i: list_position(list_concat({0}, {1}), __e) = __i) END",
-    exp.ArrayRemove: "CASE WHEN {1} IS NULL THEN NULL "
-    "ELSE list_filter({0}, lambda __e: __e IS NULL OR __e <> {1}) END",
-    exp.ArrayPosition: "CASE WHEN {1} IS NULL THEN NULL ELSE coalesce(list_position({0}, {1}), "
-    "CASE WHEN {0} IS NOT NULL THEN 0 END) END",
-    exp.ArrayContains: "CASE WHEN {1} IS NULL THEN NULL WHEN list_contains({0}, {1}) THEN true "
-    "WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE list_contains({0}, {1}) END",
-    exp.Flatten: "CASE WHEN list_position({0}, NULL) IS NOT NULL THEN NULL ELSE flatten({0}) END",
+    exp.ArrayDistinct: f"list_filter(__0, lambda __e, __i: {_FIRST})",
+    exp.ArrayIntersect: "CASE WHEN __1 IS NULL THEN NULL ELSE list_filter(__0, lambda __e, __i: "
+    f"{_FIRST} AND list_position(__1, __e) IS NOT NULL) END",
+    exp.ArrayExcept: "CASE WHEN __1 IS NULL THEN NULL ELSE list_filter(__0, lambda __e, __i: "
+    f"{_FIRST} AND list_position(__1, __e) IS NULL) END",
+    "array_union": "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE list_filter("
+    "list_concat(__0, __1), lambda __e, __i: list_position(list_concat(__0, __1), __e) = __i) END",
+    exp.ArrayRemove: "CASE WHEN __1 IS NULL THEN NULL "
+    "ELSE list_filter(__0, lambda __e: __e IS NULL OR __e <> __1) END",
+    exp.ArrayPosition: "CASE WHEN __1 IS NULL THEN NULL ELSE coalesce(list_position(__0, __1), "
+    "CASE WHEN __0 IS NOT NULL THEN 0 END) END",
+    exp.ArrayContains: "CASE WHEN __1 IS NULL THEN NULL WHEN list_contains(__0, __1) THEN true "
+    "WHEN list_position(__0, NULL) IS NOT NULL THEN NULL ELSE list_contains(__0, __1) END",
+    exp.Flatten: "CASE WHEN list_position(__0, NULL) IS NOT NULL THEN NULL ELSE flatten(__0) END",
 }
 
 
@@ -63,7 +63,7 @@ def _spark_array(call: exp.Expr) -> exp.Expr:
         args = call.expressions
     else:
         args = [a for a in (call.this, call.args.get("expression")) if a is not None]
-    return duckdb_expr(_SPARK_ARRAYS[name].format(*(duckdb_sql(a) for a in args)))
+    return duckdb_expr(_SPARK_ARRAYS[name], *args)
 
 
 def array_functions(tree: exp.Expr) -> None:

@@ -11,18 +11,19 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-__all__ = ["Schema", "schema_of", "typed_twins"]
+__all__ = ["Schema", "mark_types", "operand_type", "schema_of"]
+
+_TYPES = "spark_operand_types"
 
 #: Table, column, SQL type (`DOUBLE`, `DECIMAL(10, 2)`, ... `UNKNOWN` for what is not inferred).
 Schema = Mapping[str, Mapping[str, str]]
 
 
-def typed_twins(
-    tree: exp.Expr, schema: Schema, kinds: tuple[type[exp.Expr], ...]
-) -> dict[type[exp.Expr], list[tuple[exp.Expr, exp.Expr]]]:
-    """Each node of `tree` of these kinds with its twin in a typed copy (whose operands carry
-    `.type`), by kind; none of a kind where the copy cannot be qualified or holds another
-    number of them (then no pairing is trusted)."""
+def mark_types(tree: exp.Expr, schema: Schema, kinds: tuple[type[exp.Expr], ...]) -> None:
+    """Marks each node of `tree` of these kinds with the types of its operands, found on a
+    typed copy whose nodes pair with the query's by kind and order; none of a kind where the
+    copy cannot be qualified or holds another number of them (then no pairing is trusted).
+    A mark goes with the node's copies, as the rewrites move it."""
     try:
         typed = annotate_types(
             qualify(tree.copy(), schema=schema, dialect="spark", validate_qualify_columns=False),
@@ -30,13 +31,31 @@ def typed_twins(
             dialect="spark",
         )
     except sqlglot.errors.SqlglotError:
-        return {kind: [] for kind in kinds}
-    twins = {}
+        return
     for kind in kinds:
         nodes = [n for n in tree.find_all(kind) if type(n) is kind]
         copies = [n for n in typed.find_all(kind) if type(n) is kind]
-        twins[kind] = list(zip(nodes, copies, strict=True)) if len(nodes) == len(copies) else []
-    return twins
+        if len(nodes) != len(copies):
+            continue
+        for node, twin in zip(nodes, copies, strict=True):
+            node.meta[_TYPES] = {
+                name: [_type(a) for a in arg] if isinstance(arg, list) else _type(arg)
+                for name, arg in twin.args.items()
+            }
+
+
+def operand_type(node: exp.Expr, name: str, place: int = 0) -> exp.DataType.Type | None:
+    """The type `mark_types` found for `node`'s operand `name` (the one at `place` in a list
+    such as `expressions`), or None."""
+    found = node.meta.get(_TYPES, {}).get(name)
+    if isinstance(found, list):
+        return found[place] if place < len(found) else None
+    return found
+
+
+def _type(arg: object) -> exp.DataType.Type | None:
+    kind = arg.type if isinstance(arg, exp.Expr) else None
+    return kind.this if kind is not None else None
 
 
 def schema_of(tables: Mapping[str, pa.Table]) -> Schema:

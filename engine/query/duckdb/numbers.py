@@ -21,7 +21,8 @@ import sqlglot
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
+from engine.query.duckdb.inferred import operand_type
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "CAST_MALFORMED",
@@ -30,7 +31,6 @@ __all__ = [
     "casts",
     "logarithms",
     "refuse_other_hashes",
-    "round_half_up",
     "rounds_of_doubles",
     "stop_at_zero",
 ]
@@ -59,8 +59,7 @@ def _try_mod(call: exp.Anonymous) -> exp.Expr:
     """Spark's try_mod(a, b): NULL where `b` is zero (DuckDB has no such function)."""
     if len(call.expressions) != 2:
         return call
-    a, b = (duckdb_sql(arg) for arg in call.expressions)
-    return duckdb_expr(f"CASE WHEN {b} <> 0 THEN {a} % {b} END")
+    return duckdb_expr("CASE WHEN __1 <> 0 THEN __0 % __1 END", *call.expressions)
 
 
 def _pmod(call: exp.Anonymous) -> exp.Expr:
@@ -104,11 +103,11 @@ _CAST_CALLS = {
 _OTHER_HASHES = frozenset({"hash", "xxhash64"})
 
 
-def _java_text(x: str) -> str:
-    """DuckDB SQL for the text Spark (Java's Double.toString) writes for a DOUBLE or FLOAT `x`:
+def _java_text() -> str:
+    """DuckDB SQL for the text Spark (Java's Double.toString) writes for a DOUBLE or FLOAT `__0`:
     decimals for 0.001 <= |x| < 1e7, else `d.dddE<n>`, from DuckDB's shortest digits."""
     # DuckDB writes decimals from 1e-4 up to 1e16 (12345678.9, 0.0009), then 1e+16, 1.5e-05.
-    s = f"CAST({x} AS VARCHAR)"
+    s = "CAST(__0 AS VARCHAR)"
     as_java = r"'-?([1-9]\d{0,6}\.\d+|0\.0{0,2}[1-9]\d*|0\.0)'"
     mantissa = f"split_part({s}, 'e', 1)"
     # 12345678.9 is 1.23456789E7, 0.00012 is 1.2E-4 (below 0.001 DuckDB's decimals have 3 zeros)
@@ -127,11 +126,12 @@ def _java_text(x: str) -> str:
     )
 
 
-def _spark_text(x: str) -> exp.Expr:
+def _spark_text(x: exp.Expr) -> exp.Expr:
     """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it."""
     return duckdb_expr(
-        f"CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN {_java_text(x)} "
-        f"ELSE CAST({x} AS VARCHAR) END"
+        f"CASE WHEN typeof(__0) IN ('DOUBLE', 'FLOAT') THEN {_java_text()} "
+        "ELSE CAST(__0 AS VARCHAR) END",
+        x,
     )
 
 
@@ -142,10 +142,10 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
     '0x1A'); try_cast gives NULL where CAST stops."""
     safe = bool(cast.args.get("safe"))
     if cast.to.this in _TEXT and not cast.to.expressions:  # STRING, not VARCHAR(n)
-        return _spark_text(duckdb_sql(cast.this))
+        return _spark_text(cast.this)
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
-    x, to = duckdb_sql(cast.this), cast.to.sql(dialect="duckdb")
+    x, to = "__0", cast.to.sql(dialect="duckdb")
     convert = "TRY_CAST" if safe else "CAST"
     text = f"CAST({x} AS VARCHAR)"
     head = exp.Literal.string("the value '").sql(dialect="duckdb")
@@ -159,7 +159,8 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
         f"WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') "
         f"THEN {convert}(trunc(CAST({x} AS DOUBLE)) AS {to}) "
         f"WHEN typeof({x}) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
-        f"ELSE {convert}({x} AS {to}) END"
+        f"ELSE {convert}({x} AS {to}) END",
+        cast.this,
     )
 
 
@@ -180,7 +181,8 @@ def casts(tree: exp.Expr) -> None:
             to = exp.DataType.build(_CAST_CALLS[call.name.lower()], dialect="spark")
             call.replace(exp.Cast(this=call.expressions[0], to=to))  # as sqlglot does int(x)
     for cast in reversed(list(tree.find_all(exp.Cast))):  # innermost first: an outer one
-        cast.replace(_spark_cast(cast))  # reads its SQL
+        if not is_duckdb_own(cast):  # copies its operand
+            cast.replace(_spark_cast(cast))
 
 
 def _spark_log(call: exp.Ln | exp.Log) -> exp.Expr:
@@ -199,20 +201,21 @@ def logarithms(tree: exp.Expr) -> None:
         log.replace(_spark_log(log))
 
 
-def rounds_of_doubles(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[exp.Expr]:
-    """The `round` calls among `twins` (calls and their typed copies) whose operand is a
-    DOUBLE."""
-    return [call for call, typed in twins if typed.this.type.this == exp.DataType.Type.DOUBLE]
-
-
-def round_half_up(call: exp.Round) -> exp.Expr:
+def _round_half_up(call: exp.Round) -> exp.Expr:
     """Spark's round of a DOUBLE: half up on its shortest decimal form (0.285 is 0.29), where
     DuckDB rounds the binary value (0.28499999999999998, so 0.28)."""
-    x = duckdb_sql(call.this)
-    places = call.args.get("decimals")
-    n = places.sql(dialect="duckdb") if places else "0"
+    places = call.args.get("decimals") or exp.Literal.number(0)
     # Past 1e17 a double has no fraction left to round; DECIMAL(38, 20) holds what is below.
-    exact = f"CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38, 20)), {n}) AS DOUBLE)"
+    exact = "CAST(round(CAST(CAST(__0 AS VARCHAR) AS DECIMAL(38, 20)), __1) AS DOUBLE)"
     return duckdb_expr(
-        f"CASE WHEN isfinite({x}) AND abs({x}) < 1e17 THEN {exact} ELSE round({x}, {n}) END"
+        f"CASE WHEN isfinite(__0) AND abs(__0) < 1e17 THEN {exact} ELSE round(__0, __1) END",
+        call.this,
+        places,
     )
+
+
+def rounds_of_doubles(tree: exp.Expr) -> None:
+    """`round` of a DOUBLE as Spark's, where sqlglot could tell the operand's type."""
+    for call in reversed(list(tree.find_all(exp.Round))):  # innermost first
+        if operand_type(call, "this") == exp.DataType.Type.DOUBLE:
+            call.replace(_round_half_up(call))

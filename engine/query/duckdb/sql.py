@@ -1,21 +1,35 @@
-"""What the rewrites share: DuckDB SQL read into sqlglot, and the hint of a refusal."""
+"""What the rewrites share: templates of DuckDB SQL over the query's own nodes, and the hint
+of a refusal."""
 
 from __future__ import annotations
+
+import re
 
 import sqlglot
 from sqlglot import exp
 
-__all__ = ["SPARK_HINT", "duckdb_expr", "duckdb_sql"]
+__all__ = ["SPARK_HINT", "duckdb_expr", "is_duckdb_own"]
 
 #: Ends a refusal, or an error of DuckDB's, where Spark would give the answer.
 SPARK_HINT = "try --engine spark"
 
-
-def duckdb_expr(sql: str) -> exp.Expr:
-    """An expression written in DuckDB SQL (the rewrites that are shorter as text)."""
-    return sqlglot.parse_one(sql, read="duckdb")
+_OWN = "duckdb_own"
+_OPERAND = re.compile(r"__(\d+)")
 
 
-def duckdb_sql(node: exp.Expr) -> str:
-    """`node` as DuckDB SQL in parentheses, to stand as an operand in a rewrite's text."""
-    return f"({node.sql(dialect='duckdb')})"
+def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
+    """An expression written in DuckDB SQL in which `__0`, `__1`, ... stand for `operands`
+    (each in parentheses). The operands stay the query's nodes, so the later rewrites still
+    see them as Spark's; the template's own casts are marked (`is_duckdb_own`)."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    for cast in tree.find_all(exp.Cast):
+        cast.meta[_OWN] = True
+    for column in list(tree.find_all(exp.Column)):
+        if not column.table and (place := _OPERAND.fullmatch(column.name)):
+            column.replace(exp.Paren(this=operands[int(place[1])].copy()))
+    return tree
+
+
+def is_duckdb_own(cast: exp.Cast) -> bool:
+    """Whether `cast` is a rewrite's own (a DuckDB cast), not one the query wrote."""
+    return bool(cast.meta.get(_OWN))

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from engine.query.duckdb.inferred import operand_type
+
 __all__ = [
     "CONCATENATIONS",
     "FORMAT_NULL",
-    "cast_to_text",
     "doubles_concatenated",
     "format_strings",
     "like_escapes",
@@ -25,28 +26,20 @@ CONCATENATIONS: tuple[type[exp.Expr], ...] = (exp.Concat, exp.DPipe, exp.ConcatW
 _FLOATING = frozenset({exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT})
 
 
-def _operands(call: exp.Expr) -> list[exp.Expr]:
-    return [call.this, call.expression] if isinstance(call, exp.DPipe) else call.expressions
+def _operands(call: exp.Expr) -> list[tuple[str, int, exp.Expr]]:
+    """A concatenation's operands, each with its argument's name and place there."""
+    if isinstance(call, exp.DPipe):
+        return [("this", 0, call.this), ("expression", 0, call.expression)]
+    return [("expressions", place, e) for place, e in enumerate(call.expressions)]
 
 
-def doubles_concatenated(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[tuple[exp.Expr, int]]:
-    """The concatenations among `twins` (nodes and their typed copies), each with the place of
-    a DOUBLE or FLOAT operand, which DuckDB writes as text in its own form (1e10 as
-    10000000000.0, Spark 1.0E10)."""
-    return [
-        (call, place)
-        for call, typed in twins
-        for place, twin in enumerate(_operands(typed))
-        if twin.type is not None and twin.type.this in _FLOATING
-    ]
-
-
-def cast_to_text(concatenated: list[tuple[exp.Expr, int]]) -> None:
-    """Each operand at its place in its concatenation cast to text, explicitly, for the casts
-    to write as Spark does; by place, as a rewrite before may have replaced the operand."""
-    for call, place in concatenated:
-        operand = _operands(call)[place]
-        operand.replace(exp.cast(operand.copy(), exp.DataType.Type.TEXT))
+def doubles_concatenated(tree: exp.Expr) -> None:
+    """A DOUBLE or FLOAT concatenated cast to text first, for the casts to write it as Spark
+    does (DuckDB wrote 1e10 as 10000000000.0, Spark 1.0E10), where sqlglot could tell it."""
+    for call in list(tree.find_all(*CONCATENATIONS)):
+        for name, place, operand in _operands(call):
+            if operand_type(call, name, place) in _FLOATING:
+                operand.replace(exp.cast(operand.copy(), exp.DataType.Type.TEXT))
 
 
 def like_escapes(tree: exp.Expr) -> None:

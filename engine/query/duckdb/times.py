@@ -24,11 +24,13 @@ from sqlglot import exp
 from engine.definitions.durations import parse_duration
 from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, duckdb_sql
+from engine.query.duckdb.inferred import operand_type
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 
 __all__ = [
     "count_days_like_spark",
     "dates_like_spark",
+    "dates_subtracted",
     "formats",
     "unix_seconds",
     "windows",
@@ -66,9 +68,8 @@ def _window(call: exp.Anonymous) -> exp.Expr:
             f"query: {call.sql(dialect='spark')}: sliding windows are not supported by the "
             f"DuckDB engine ({SPARK_HINT})"
         )
-    ts = f"CAST({duckdb_sql(args[0])} AS TIMESTAMPTZ)"
-    start = f"time_bucket({size}, {ts}, {_EPOCH})"
-    return duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})')
+    start = f"time_bucket({size}, CAST(__0 AS TIMESTAMPTZ), {_EPOCH})"
+    return duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})', args[0])
 
 
 def windows(tree: exp.Expr) -> None:
@@ -82,25 +83,25 @@ def unix_seconds(tree: exp.Expr) -> None:
     """`unix_timestamp(ts)` as whole epoch seconds."""
     for to_unix in list(tree.find_all(exp.StrToUnix)):
         if to_unix.args.get("format") == _DEFAULT_UNIX_FORMAT:
-            ts = f"CAST({duckdb_sql(to_unix.this)} AS TIMESTAMPTZ)"
-            to_unix.replace(duckdb_expr(f"CAST(FLOOR(epoch({ts})) AS BIGINT)"))
+            seconds = "CAST(FLOOR(epoch(CAST(__0 AS TIMESTAMPTZ))) AS BIGINT)"
+            to_unix.replace(duckdb_expr(seconds, to_unix.this))
 
 
 def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
     """Spark's from_utc_timestamp (parsed as AtTimeZone) and to_utc_timestamp (FromTimeZone)
     in DuckDB, whose session is in UTC. sqlglot's argument is the time as a TIMESTAMP: its UTC
     wall clock."""
-    wall = duckdb_sql(node.this)
-    zone = node.args["zone"].sql(dialect="duckdb")
+    operands = (node.this, node.args["zone"])
     if isinstance(node, exp.AtTimeZone):  # the UTC time's wall clock in zone, as a UTC time
-        return duckdb_expr(f"CAST(CAST({wall} AS TIMESTAMPTZ) AT TIME ZONE {zone} AS TIMESTAMPTZ)")
-    return duckdb_expr(f"{wall} AT TIME ZONE {zone}")  # the wall clock read in zone
+        shifted = "CAST(CAST(__0 AS TIMESTAMPTZ) AT TIME ZONE __1 AS TIMESTAMPTZ)"
+        return duckdb_expr(shifted, *operands)
+    return duckdb_expr("__0 AT TIME ZONE __1", *operands)  # the wall clock read in zone
 
 
 def zones(tree: exp.Expr) -> None:
     """from_utc_timestamp and to_utc_timestamp as Spark shifts."""
     for shift in reversed(list(tree.find_all(exp.AtTimeZone, exp.FromTimeZone))):
-        shift.replace(_shift_zone(shift))  # innermost first: an outer one reads its SQL
+        shift.replace(_shift_zone(shift))  # innermost first: an outer one copies its operand
 
 
 # Spark's fraction of a second, one S per digit, where sqlglot maps only SSSSSS: DuckDB
@@ -139,8 +140,7 @@ def count_days_like_spark(tree: exp.Expr) -> None:
         day.replace(exp.Paren(this=exp.Add(this=day.copy(), expression=exp.Literal.number(1))))
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "weekday" and len(call.expressions) == 1:
-            day = duckdb_sql(call.expressions[0])
-            call.replace(duckdb_expr(f"(isodow(CAST({day} AS DATE)) - 1)"))
+            call.replace(duckdb_expr("(isodow(CAST(__0 AS DATE)) - 1)", call.expressions[0]))
 
 
 # Spark's names of truncation units that DuckDB does not know, and the name it does.
@@ -162,7 +162,7 @@ def _months_between(call: exp.MonthsBetween) -> exp.Expr:
     """Spark's months_between: whole months when the days of month match or both are last
     days, else the days and the time of day (whole seconds) over 31-day months, rounded to 8
     places unless `roundOff` is false (sqlglot's leaves the time of day out)."""
-    a, b = (f"CAST({duckdb_sql(t)} AS TIMESTAMP)" for t in (call.this, call.expression))
+    a, b = "CAST(__0 AS TIMESTAMP)", "CAST(__1 AS TIMESTAMP)"
     months = f"(year({a}) * 12 + month({a}) - year({b}) * 12 - month({b}))"
     same = (
         f"day({a}) = day({b}) OR (day({a}) = day(last_day({a})) AND day({b}) = day(last_day({b})))"
@@ -174,30 +174,23 @@ def _months_between(call: exp.MonthsBetween) -> exp.Expr:
     roundoff = call.args.get("roundoff")
     if not (isinstance(roundoff, exp.Boolean) and not roundoff.this):
         diff = f"round({diff}, 8)"
-    return duckdb_expr(f"CAST({diff} AS DOUBLE)")
+    return duckdb_expr(f"CAST({diff} AS DOUBLE)", call.this, call.expression)
 
 
 def _seconds_with_fraction(ts: exp.Expr) -> exp.Expr:
     """Spark's `extract(SECOND FROM ts)` and `date_part('second', ts)` keep the fraction, as a
     DECIMAL(8, 6) (DuckDB's are whole seconds)."""
-    micros = f"date_part('microseconds', {duckdb_sql(ts)})"
-    return duckdb_expr(f"CAST({micros} / 1000000 AS DECIMAL(8, 6))")
+    return duckdb_expr("CAST(date_part('microseconds', __0) / 1000000 AS DECIMAL(8, 6))", ts)
 
 
-def date_differences(twins: list[tuple[exp.Expr, exp.Expr]]) -> list[exp.Expr]:
-    """The subtractions among `twins` (nodes and their typed copies) of a DATE from a DATE,
-    an interval of days in Spark (DuckDB's are a number of days)."""
+def dates_subtracted(tree: exp.Expr) -> None:
+    """A DATE minus a DATE as Spark's interval of days (DuckDB's is a number of days), where
+    sqlglot could tell the operands' types."""
     date = exp.DataType.Type.DATE
-    return [
-        sub
-        for sub, typed in twins
-        if typed.this.type.this == date and typed.expression.type.this == date
-    ]
-
-
-def days_between(sub: exp.Sub) -> exp.Expr:
-    """`a - b` of two DATEs as Spark's interval of days."""
-    return duckdb_expr(f"to_days(CAST({duckdb_sql(sub)} AS INTEGER))")
+    for sub in reversed(list(tree.find_all(exp.Sub))):  # innermost first
+        if operand_type(sub, "this") == date and operand_type(sub, "expression") == date:
+            days = duckdb_expr("to_days(CAST(__0 - __1 AS INTEGER))", sub.this, sub.expression)
+            sub.replace(days)
 
 
 _SECOND = frozenset({"SECOND", "SECONDS", "SEC", "SECS", "S"})

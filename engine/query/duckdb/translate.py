@@ -1,6 +1,5 @@
 """Spark SQL to DuckDB SQL: sqlglot's translation, then the rewrites that make DuckDB compute
-what Spark does, in an order that matters (a rewrite that writes its operands as text must
-come after those that change them)."""
+what Spark does, in one ordered list."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from sqlglot import exp
 
 from engine.errors import UserError, first_line
 from engine.query.duckdb import aggregates, arrays, names, numbers, text, times
-from engine.query.duckdb.inferred import Schema, typed_twins
+from engine.query.duckdb.inferred import Schema, mark_types
 from engine.query.duckdb.sql import SPARK_HINT
 
 __all__ = ["to_duckdb_sql"]
@@ -22,9 +21,11 @@ def _drop_hints(tree: exp.Expr) -> None:
         hint.pop()  # Spark's planner hints (BROADCAST, REPARTITION, ...) mean nothing here
 
 
-# Before the first that writes operands as text: the names read the query as written, and the
-# windows, zones and `%`s must be Spark's inside any later rewrite's text.
-_FIRST: tuple[Callable[[exp.Expr], None], ...] = (
+# The order matters where a rewrite reads the query as written (the outputs' names), or
+# where one writes what another must see: a concatenated DOUBLE becomes a cast to text, which
+# the casts then write as Spark does. A rewrite's own DuckDB SQL holds copies of its operands,
+# which stay the query's nodes for the rewrites after it (`sql.duckdb_expr`).
+_REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.refuse_other_hashes,
     names.name_outputs,
     _drop_hints,
@@ -34,8 +35,9 @@ _FIRST: tuple[Callable[[exp.Expr], None], ...] = (
     times.zones,
     times.formats,
     numbers.stop_at_zero,
-)
-_THEN: tuple[Callable[[exp.Expr], None], ...] = (
+    numbers.rounds_of_doubles,
+    times.dates_subtracted,
+    text.doubles_concatenated,
     numbers.casts,
     times.dates_like_spark,
     arrays.index_from_zero,
@@ -48,6 +50,8 @@ _THEN: tuple[Callable[[exp.Expr], None], ...] = (
     aggregates.pivots,
     arrays.lateral_views,
 )
+# The nodes whose rewrite depends on their operands' types.
+_TYPED = (exp.Round, exp.Sub, *text.CONCATENATIONS)
 
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
@@ -55,21 +59,8 @@ def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
     that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE)
     apply too."""
     tree = tree.copy()
-    kinds = (exp.Round, exp.Sub, *text.CONCATENATIONS)
-    twins = typed_twins(tree, schema or {}, kinds)  # the query as written
-    rounded = numbers.rounds_of_doubles(twins[exp.Round])
-    subtracted = times.date_differences(twins[exp.Sub])
-    concatenated = [c for k in text.CONCATENATIONS for c in text.doubles_concatenated(twins[k])]
-    for rewrite in _FIRST:
-        rewrite(tree)
-    # After the `/`s stop at zero (a rewrite that writes its operand as text) and before the
-    # casts, which write theirs (and the text of a concatenated DOUBLE).
-    for call in rounded:
-        call.replace(numbers.round_half_up(call))
-    for sub in subtracted:
-        sub.replace(times.days_between(sub))
-    text.cast_to_text(concatenated)
-    for rewrite in _THEN:
+    mark_types(tree, schema or {}, _TYPED)  # on the query as written
+    for rewrite in _REWRITES:
         rewrite(tree)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
