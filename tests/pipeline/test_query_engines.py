@@ -167,6 +167,15 @@ QUERIES = [
     "concat_ws(',', price, 1e-5D, CAST(1e10 AS FLOAT), 0.0009D) AS e, "
     "CAST(CAST(price AS FLOAT) AS STRING) AS f, concat('n', 12345678.9, 1.5) AS g FROM events",
     "SELECT id, CAST(price AS STRING) AS p, concat(text, price) AS c FROM odd",
+    # sequence counts down too, by a day between dates, and gives DATEs (DuckDB: empty, times)
+    "SELECT sequence(5, 1) AS a, sequence(1, 10, 3) AS b, "
+    "sequence(event_date, date_add(event_date, 2)) AS c, "
+    "sequence(date_add(event_date, 2), event_date) AS d, "
+    "sequence(event_date, add_months(event_date, 2), INTERVAL 1 MONTH) AS e, "
+    "size(sequence(quantity, 1)) AS f FROM events",
+    # URLs and upper case as Java's: '+' for a space, 'SS' for 'ß' (DuckDB: '%20', 'ẞ')
+    "SELECT url_encode(concat(customer_id, ' ~*&/')) AS a, url_decode('a+b%20c%2B') AS b, "
+    "try_url_decode('%zz') AS c, upper('Straße') AS d, upper(customer_id) AS e FROM events",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",
@@ -278,6 +287,31 @@ def test_text_that_is_no_whole_number_stops_a_cast_to_int_on_both_engines(spark,
         run_query(spark, sql, lake)
     sql = f"SELECT try_cast('{text}' AS INT) AS x FROM carts"
     assert printed(run_duckdb(sql, lake)) == printed(run_query(spark, sql, lake))
+
+
+@pytest.mark.parametrize(
+    ("call", "duckdb_says", "spark_says"),
+    [
+        (
+            "sequence(1, quantity, -1)",
+            "Illegal sequence boundaries: 1 to 3 by -1",
+            "Illegal sequence",
+        ),
+        (
+            "url_decode(concat(customer_id, '%zz'))",
+            "cannot be decoded: c2%zz",
+            "[CANNOT_DECODE_URL]",
+        ),
+    ],
+)
+def test_sequences_and_urls_stop_on_both_engines(spark, lake, call, duckdb_says, spark_says):
+    # DuckDB gave an empty sequence, and the URL as it was.
+    sql = f"SELECT {call} AS x FROM events WHERE customer_id = 'c2' AND quantity = 3"
+    with pytest.raises(UserError) as on_duckdb:
+        run_duckdb(sql, lake)
+    assert str(on_duckdb.value).endswith(duckdb_says), str(on_duckdb.value)
+    with pytest.raises(UserError, match=re.escape(spark_says)):
+        run_query(spark, sql, lake)
 
 
 def test_delta_spark_errors_are_one_line(spark, lake):

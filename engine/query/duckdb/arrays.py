@@ -4,6 +4,9 @@
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
   `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`);
+* `sequence(a, b)` counts down when `b` is below `a` (DuckDB's was empty), by a day between
+  dates or times, and is DATEs from DATEs (DuckDB's are times); a step away from `b` stops the
+  query, as on Spark (DuckDB's was empty);
 * `LATERAL VIEW [OUTER] explode(...)` is `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
   OUTER, keeping rows with an empty or NULL array as Spark does).
 """
@@ -12,9 +15,18 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from engine.query.duckdb.inferred import operand_type
 from engine.query.duckdb.sql import duckdb_expr
 
-__all__ = ["array_functions", "index_from_zero", "lateral_views"]
+__all__ = [
+    "SEQUENCE_BOUNDARIES",
+    "array_functions",
+    "index_from_zero",
+    "lateral_views",
+    "sequences",
+]
+
+SEQUENCE_BOUNDARIES = "Illegal sequence boundaries"
 
 
 def index_from_zero(tree: exp.Expr) -> None:
@@ -71,6 +83,36 @@ def array_functions(tree: exp.Expr) -> None:
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
         if (spark := _spark_array(call)) is not call:
             call.replace(spark)
+
+
+_TIMES = frozenset(
+    exp.DataType.Type[t] for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPNTZ", "DATETIME")
+)
+
+
+def _spark_sequence(call: exp.GenerateSeries) -> exp.Expr:
+    """Spark's `sequence(start, stop[, step])`: the step is 1 (or a day between dates or times)
+    towards `stop` unless given; a step away from it stops the query; DATEs give DATEs."""
+    kind = operand_type(call, "start")
+    times = kind in _TIMES
+    start, stop = ("CAST(__0 AS TIMESTAMP)", "CAST(__1 AS TIMESTAMP)") if times else ("__0", "__1")
+    step = call.args.get("step")
+    one = "to_days(1)" if times else "1"
+    towards = f"CASE WHEN __0 <= __1 THEN {one} ELSE -{one} END"
+    series = f"generate_series({start}, {stop}, {'__2' if step else towards})"
+    if kind == exp.DataType.Type.DATE:
+        series = f"list_transform({series}, lambda __t: CAST(__t AS DATE))"
+    said = f"'{SEQUENCE_BOUNDARIES}: ' || __0 || ' to ' || __1 || ' by ' || __2"
+    if step is not None:  # Spark's never is empty: its first is `start`
+        series = f"CASE WHEN len({series}) = 0 THEN error({said}) ELSE {series} END"
+    operands = [call.args["start"], call.args["end"], *([step] if step is not None else [])]
+    return duckdb_expr(series, *operands)
+
+
+def sequences(tree: exp.Expr) -> None:
+    """`sequence` as Spark's; between dates or times where sqlglot could tell the type."""
+    for call in reversed(list(tree.find_all(exp.GenerateSeries))):  # innermost first
+        call.replace(_spark_sequence(call))
 
 
 def lateral_views(tree: exp.Expr) -> None:

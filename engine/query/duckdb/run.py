@@ -19,9 +19,11 @@ from engine.errors import UserError, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
 from engine.query import parse_query, read_tables
+from engine.query.duckdb.arrays import SEQUENCE_BOUNDARIES
 from engine.query.duckdb.inferred import schema_of
 from engine.query.duckdb.numbers import CAST_MALFORMED, DIVIDE_BY_ZERO, REMAINDER_BY_ZERO
 from engine.query.duckdb.sql import SPARK_HINT
+from engine.query.duckdb.text import URL_UNDECODABLE
 from engine.query.duckdb.translate import to_duckdb_sql
 from engine.query.functions import check_bare_names
 
@@ -66,7 +68,13 @@ _MISNAMED = re.compile(
     r'not found in FROM clause|does not have a column named|Referenced table ".*" not found'
 )
 # The stops the rewrites make where Spark stops too: no hint to try it.
-_AS_ON_SPARK = (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO, CAST_MALFORMED)
+_AS_ON_SPARK = (
+    DIVIDE_BY_ZERO,
+    REMAINDER_BY_ZERO,
+    CAST_MALFORMED,
+    SEQUENCE_BOUNDARIES,
+    URL_UNDECODABLE,
+)
 
 
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:

@@ -1,24 +1,29 @@
 """Text as Spark handles it: `LIKE` escapes with `\\`, `substring(s, 0, n)` reads the 0 as 1,
 `format_string` is printf-style (stopping at a NULL argument, which Spark prints as 'null';
-a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), and a
-DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it."""
+a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), a
+DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it, and
+`url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`)."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
 from engine.query.duckdb.inferred import operand_type
+from engine.query.duckdb.sql import duckdb_expr
 
 __all__ = [
     "CONCATENATIONS",
     "FORMAT_NULL",
+    "URL_UNDECODABLE",
     "doubles_concatenated",
     "format_strings",
+    "java_text",
     "like_escapes",
     "substrings",
 ]
 
 FORMAT_NULL = "format_string() of a NULL: Spark prints it as 'null', DuckDB's printf cannot"
+URL_UNDECODABLE = "The provided URL cannot be decoded"
 
 
 #: The nodes of Spark's concatenations: concat(...), `a || b`, concat_ws(sep, ...).
@@ -79,3 +84,27 @@ def format_strings(tree: exp.Expr) -> None:
     """format_string as printf."""
     for formatted in reversed(list(tree.find_all(exp.Format))):
         formatted.replace(_format_string(formatted))
+
+
+# Text functions as Java computes them for Spark, as DuckDB SQL over their argument __0: a
+# space is '+' in a URL and '*' stays as it is, '~' does not (DuckDB: '%20', '%2A', '~');
+# '+' is a space when decoded, and a '%' without two hex digits stops the query (DuckDB kept
+# both); the upper case of 'ß' is 'SS' (DuckDB: 'ẞ').
+_UNDECODABLE = f"'{URL_UNDECODABLE}: ' || __0"
+_DECODED = "url_decode(replace(__0, '+', ' '))"
+_DECODABLE = "regexp_full_match(__0, '([^%]|%[0-9A-Fa-f]{2})*')"
+_JAVA_TEXT: dict[type[exp.Expr] | str, str] = {
+    "url_encode": "replace(replace(replace(url_encode(__0), '%20', '+'), '%2A', '*'), '~', '%7E')",
+    "url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} ELSE error({_UNDECODABLE}) END",
+    "try_url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} END",
+    exp.Upper: "upper(replace(__0, 'ß', 'ss'))",
+}
+
+
+def java_text(tree: exp.Expr) -> None:
+    """The functions of `_JAVA_TEXT` as Spark computes them."""
+    for call in reversed(list(tree.find_all(exp.Upper, exp.Anonymous))):  # innermost first
+        name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
+        operands = [call.this] if isinstance(call, exp.Upper) else call.expressions
+        if name in _JAVA_TEXT and len(operands) == 1:
+            call.replace(duckdb_expr(_JAVA_TEXT[name], *operands))

@@ -44,20 +44,22 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.logarithms,
     aggregates.moments,
     arrays.array_functions,
+    arrays.sequences,
     text.like_escapes,
     text.substrings,
     text.format_strings,
+    text.java_text,
     aggregates.pivots,
     arrays.lateral_views,
 )
 # The nodes whose rewrite depends on their operands' types.
-_TYPED = (exp.Round, exp.Sub, *text.CONCATENATIONS)
+_TYPED = (exp.Round, exp.Sub, exp.GenerateSeries, *text.CONCATENATIONS)
 
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
     """The DuckDB SQL for a parsed Spark SQL query; with the tables' `schema`, the rewrites
-    that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE)
-    apply too."""
+    that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE, a
+    sequence of dates) apply too."""
     tree = tree.copy()
     mark_types(tree, schema or {}, _TYPED)  # on the query as written
     for rewrite in _REWRITES:
