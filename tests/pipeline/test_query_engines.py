@@ -176,6 +176,12 @@ QUERIES = [
     # URLs and upper case as Java's: '+' for a space, 'SS' for 'ß' (DuckDB: '%20', 'ẞ')
     "SELECT url_encode(concat(customer_id, ' ~*&/')) AS a, url_decode('a+b%20c%2B') AS b, "
     "try_url_decode('%zz') AS c, upper('Straße') AS d, upper(customer_id) AS e FROM events",
+    # regexp_replace's `$1` is a group (DuckDB wrote it as it is); a DATE plus days stays a DATE
+    "SELECT regexp_replace(customer_id, '(c)(\\\\d)', '$2-$1') AS a, "
+    "regexp_replace(customer_id, 'c', '\\\\$') AS b, "
+    "regexp_replace(customer_id, '\\\\d', '<$0>') AS c, "
+    "event_date + INTERVAL 1 DAY AS d, event_date - INTERVAL 1 MONTH AS e, "
+    "INTERVAL 1 YEAR + event_date AS f, event_date + INTERVAL '2' HOUR AS g FROM events",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",

@@ -670,3 +670,19 @@ def test_a_cast_inside_a_rewritten_operand_stops_as_spark_does(lake, sql):
     # NULL, where Spark stops.
     with pytest.raises(UserError, match=r"the value '7\.9' cannot be cast to INT because"):
         run_duckdb(sql, lake)
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        # sqlglot's to_date is Spark's legacy one, NULL for text it cannot read; Spark's stops
+        ("SELECT to_date('2024-02-30') AS d", "date field value out of range"),
+        ("SELECT to_date('2024-06-01', 'MM/dd/yyyy') AS d", "Could not parse string"),
+        # a '$' in a replacement is a group number, as in Java
+        ("SELECT regexp_replace('a.b', '\\\\.', '$') AS r", "'$' must be followed by a group"),
+        ("SELECT regexp_replace('a.b', '\\\\.', '\\\\') AS r", "ends in a lone"),
+    ],
+)
+def test_what_spark_cannot_read_stops_on_duckdb_too(lake, sql, error):
+    with pytest.raises(UserError, match=re.escape(error)):
+        run_duckdb(sql, lake)

@@ -20,16 +20,17 @@ _OPERAND = re.compile(r"__(\d+)")
 def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
     """An expression written in DuckDB SQL in which `__0`, `__1`, ... stand for `operands`
     (each in parentheses). The operands stay the query's nodes, so the later rewrites still
-    see them as Spark's; the template's own casts are marked (`is_duckdb_own`)."""
+    see them as Spark's; the template's own nodes are marked (`is_duckdb_own`)."""
     tree = sqlglot.parse_one(sql, read="duckdb")
-    for cast in tree.find_all(exp.Cast):
-        cast.meta[_OWN] = True
+    for node in tree.walk():
+        node.meta[_OWN] = True
     for column in list(tree.find_all(exp.Column)):
         if not column.table and (place := _OPERAND.fullmatch(column.name)):
             column.replace(exp.Paren(this=operands[int(place[1])].copy()))
     return tree
 
 
-def is_duckdb_own(cast: exp.Cast) -> bool:
-    """Whether `cast` is a rewrite's own (a DuckDB cast), not one the query wrote."""
-    return bool(cast.meta.get(_OWN))
+def is_duckdb_own(node: exp.Expr) -> bool:
+    """Whether `node` is a rewrite's own DuckDB SQL, not the query's, for a rewrite to leave
+    alone (a cast, a regexp_replace)."""
+    return bool(node.meta.get(_OWN))

@@ -2,14 +2,16 @@
 `format_string` is printf-style (stopping at a NULL argument, which Spark prints as 'null';
 a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), a
 DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it, and
-`url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`)."""
+`url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`), as is the replacement of
+`regexp_replace` (`$1` for a group, where DuckDB reads `\\1`)."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from engine.errors import UserError
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import duckdb_expr
+from engine.query.duckdb.sql import duckdb_expr, is_duckdb_own
 
 __all__ = [
     "CONCATENATIONS",
@@ -19,6 +21,7 @@ __all__ = [
     "format_strings",
     "java_text",
     "like_escapes",
+    "regexp_replacements",
     "substrings",
 ]
 
@@ -108,3 +111,41 @@ def java_text(tree: exp.Expr) -> None:
         operands = [call.this] if isinstance(call, exp.Upper) else call.expressions
         if name in _JAVA_TEXT and len(operands) == 1:
             call.replace(duckdb_expr(_JAVA_TEXT[name], *operands))
+
+
+def _re2_replacement(java: str) -> str:
+    """A Java regex replacement (Spark's) as RE2's (DuckDB's): `$n` is group n (RE2's `\\n`),
+    `\\x` is x as it is, and a `\\` in the result is RE2's `\\\\`."""
+    out, i = [], 0
+    while i < len(java):
+        c = java[i]
+        if c == "\\":
+            if i + 1 == len(java):
+                raise UserError(
+                    f"query: regexp_replace: replacement {java!r} ends in a lone '\\' (as on Spark)"
+                )
+            out.append("\\\\" if java[i + 1] == "\\" else java[i + 1])
+            i += 2
+        elif c == "$":
+            if i + 1 == len(java) or not java[i + 1].isdigit():
+                raise UserError(
+                    f"query: regexp_replace: replacement {java!r}: '$' must be followed by a "
+                    "group number, '\\$' writes a dollar (as on Spark)"
+                )
+            out.append("\\" + java[i + 1])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def regexp_replacements(tree: exp.Expr) -> None:
+    """regexp_replace's replacement written in Java's way ($1) read as Spark reads it (DuckDB
+    wrote `$1` as it is); one that is no literal stays DuckDB's."""
+    for call in tree.find_all(exp.RegexpReplace):
+        replacement = call.args.get("replacement")
+        if is_duckdb_own(call):
+            continue
+        if isinstance(replacement, exp.Literal) and replacement.is_string:
+            replacement.replace(exp.Literal.string(_re2_replacement(replacement.name)))

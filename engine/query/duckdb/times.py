@@ -11,7 +11,9 @@
 * `date_add`, `date_sub`, `add_months`, `trunc(d, unit)` and `date_from_unix_date` are DATEs
   (DuckDB's are TIMESTAMPs), and Spark's unit names (`MM`, `YY`, `DD`) are understood;
 * `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
-  keep the fraction; a DATE minus a DATE is an interval of days (DuckDB's a number).
+  keep the fraction; a DATE minus a DATE is an interval of days (DuckDB's a number), and a DATE
+  plus or minus an interval of days, months or years is a DATE (DuckDB's a TIMESTAMP);
+* `to_date` stops at text it cannot read, as Spark's does (sqlglot's gives NULL).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 __all__ = [
     "count_days_like_spark",
     "dates_like_spark",
+    "dates_plus_days",
     "dates_subtracted",
     "formats",
     "unix_seconds",
@@ -183,6 +186,30 @@ def _seconds_with_fraction(ts: exp.Expr) -> exp.Expr:
     return duckdb_expr("CAST(date_part('microseconds', __0) / 1000000 AS DECIMAL(8, 6))", ts)
 
 
+# Interval units that move a DATE by whole days: Spark's DATE plus one of them is a DATE.
+_DAYS = frozenset(
+    {"YEAR", "YEARS", "QUARTER", "QUARTERS", "MONTH", "MONTHS", "WEEK", "WEEKS", "DAY", "DAYS"}
+)
+
+
+def _in_days(node: exp.Expr) -> bool:
+    return (
+        isinstance(node, exp.Interval) and node.unit is not None and node.unit.name.upper() in _DAYS
+    )
+
+
+def dates_plus_days(tree: exp.Expr) -> None:
+    """A DATE plus or minus an interval of days, months or years is a DATE, as in Spark (DuckDB
+    gives a TIMESTAMP), where sqlglot could tell the DATE."""
+    date = exp.DataType.Type.DATE
+    for op in reversed(list(tree.find_all(exp.Add, exp.Sub))):  # innermost first
+        this, that = operand_type(op, "this"), operand_type(op, "expression")
+        later = this == date and _in_days(op.expression)
+        earlier = isinstance(op, exp.Add) and that == date and _in_days(op.this)
+        if later or earlier:
+            op.replace(exp.cast(op.copy(), exp.DataType.Type.DATE))
+
+
 def dates_subtracted(tree: exp.Expr) -> None:
     """A DATE minus a DATE as Spark's interval of days (DuckDB's is a number of days), where
     sqlglot could tell the operands' types."""
@@ -197,9 +224,12 @@ _SECOND = frozenset({"SECOND", "SECONDS", "SEC", "SECS", "S"})
 
 
 def dates_like_spark(tree: exp.Expr) -> None:
-    """Dates stay DATEs, truncation units, months_between and the second's fraction."""
-    for date in list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths, exp.DateFromUnixDate)):
+    """Dates stay DATEs, to_date stops, truncation units, months_between and the second's
+    fraction."""
+    for date in reversed(list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths, exp.DateFromUnixDate))):
         date.replace(exp.cast(date.copy(), exp.DataType.Type.DATE))
+    for to_date in tree.find_all(exp.TsOrDsToDate):
+        to_date.set("safe", None)  # sqlglot's reads Spark's legacy to_date, NULL for bad text
     for trunc in reversed(list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc))):
         trunc.replace(_spark_trunc(trunc))
     for between in reversed(list(tree.find_all(exp.MonthsBetween))):

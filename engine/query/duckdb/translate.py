@@ -36,6 +36,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     times.formats,
     numbers.stop_at_zero,
     numbers.rounds_of_doubles,
+    times.dates_plus_days,
     times.dates_subtracted,
     text.doubles_concatenated,
     numbers.casts,
@@ -49,17 +50,18 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     text.substrings,
     text.format_strings,
     text.java_text,
+    text.regexp_replacements,
     aggregates.pivots,
     arrays.lateral_views,
 )
 # The nodes whose rewrite depends on their operands' types.
-_TYPED = (exp.Round, exp.Sub, exp.GenerateSeries, *text.CONCATENATIONS)
+_TYPED = (exp.Round, exp.Add, exp.Sub, exp.GenerateSeries, *text.CONCATENATIONS)
 
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
     """The DuckDB SQL for a parsed Spark SQL query; with the tables' `schema`, the rewrites
-    that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE, a
-    sequence of dates) apply too."""
+    that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE or
+    plus days, a sequence of dates) apply too."""
     tree = tree.copy()
     mark_types(tree, schema or {}, _TYPED)  # on the query as written
     for rewrite in _REWRITES:
