@@ -17,11 +17,11 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from engine.definitions.sql import SparkStreaming
 from engine.definitions.syntax import syntax_problem
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, read_arrow, table_path
 from engine.lake.values import repair_text
+from engine.query.dialect import SparkQuery
 from engine.query.functions import check_bare_names, check_calls
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def parse_query(sql: str) -> exp.Query:
     # refusal below is the one line the user sees.
     sqlglot_log.setLevel(logging.ERROR)
     try:
-        trees = [t for t in sqlglot.parse(sql, read=SparkStreaming) if t is not None]
+        trees = [t for t in sqlglot.parse(sql, read=SparkQuery) if t is not None]
     except sqlglot.errors.SqlglotError as err:
         problem = syntax_problem(err)
         where = f"line {problem.line}, col {problem.col}: " if problem.line else ""

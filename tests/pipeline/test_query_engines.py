@@ -182,6 +182,11 @@ QUERIES = [
     "regexp_replace(customer_id, '\\\\d', '<$0>') AS c, "
     "event_date + INTERVAL 1 DAY AS d, event_date - INTERVAL 1 MONTH AS e, "
     "INTERVAL 1 YEAR + event_date AS f, event_date + INTERVAL '2' HOUR AS g FROM events",
+    # percentile comes between values (sqlglot's QUANTILE is DuckDB's discrete one: 1, not
+    # 1.8), percentile_approx is a value of the column (DuckDB's approx_quantile came between)
+    "SELECT percentile(quantity, 0.7) AS a, percentile(price, array(0.25, 0.5)) AS b, "
+    "percentile_approx(price, 0.5) AS c, percentile_approx(quantity, array(0.3, 0.75)) AS d "
+    "FROM events",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",

@@ -686,3 +686,32 @@ def test_a_cast_inside_a_rewritten_operand_stops_as_spark_does(lake, sql):
 def test_what_spark_cannot_read_stops_on_duckdb_too(lake, sql, error):
     with pytest.raises(UserError, match=re.escape(error)):
         run_duckdb(sql, lake)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        # as Spark prints 2024-06-05 09:01:30.250 (compared with Spark once); sqlglot's mapping
+        # left `DDD`, `yyy`, `LLLL` and quoted letters for DuckDB to print as they were
+        ("yyyy-MM-dd HH:mm:ss.SSS", "2024-06-05 09:01:30.250"),
+        ("d/M/yy h:m:s a", "5/6/24 9:1:30 AM"),
+        ("EEE, d MMM yyyy", "Wed, 5 Jun 2024"),
+        ("EEEE LLLL", "Wednesday June"),
+        ("DDD D", "157 157"),
+        ("yyy", "2024"),
+        ("d 'at' h 'o''clock'", "5 at 9 o'clock"),
+        ("'100%' yyyy", "100% 2024"),
+    ],
+)
+def test_a_date_pattern_is_read_as_spark_reads_it(lake, pattern, text):
+    sql = f'SELECT date_format(TIMESTAMP "2024-06-05 09:01:30.250", "{pattern}") AS f'
+    assert rows(sql, lake) == [(text,)]
+
+
+@pytest.mark.parametrize("pattern", ["k", "YYYY", "MMMMM", "DD", "Q", "z", "SS"])
+def test_a_date_pattern_duckdb_has_no_code_for_is_refused(lake, pattern):
+    sql = f"SELECT date_format(event_time, '{pattern}') AS f FROM events"
+    with pytest.raises(UserError, match=rf"has no '{pattern}' \(try --engine spark\)$"):
+        run_duckdb(sql, lake)
+    with pytest.raises(UserError, match="reads a pattern written in the query only"):
+        run_duckdb("SELECT date_format(event_time, source) AS f FROM events", lake)

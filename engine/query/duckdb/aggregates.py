@@ -1,5 +1,6 @@
 """Aggregates as Spark computes them: skewness and kurtosis of the population (DuckDB's are
-the sample's), and PIVOT cells without rows NULL for a count too (DuckDB's count gives 0)."""
+the sample's), `percentile` between values and `percentile_approx` a value of the column (see
+`quantiles`), and PIVOT cells without rows NULL for a count too (DuckDB's count gives 0)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from sqlglot import exp
 from engine.errors import UserError
 from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 
-__all__ = ["moments", "pivots"]
+__all__ = ["moments", "pivots", "quantiles"]
 
 
 def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
@@ -28,6 +29,26 @@ def moments(tree: exp.Expr) -> None:
     """skewness and kurtosis of the population."""
     for moment in list(tree.find_all(exp.Skewness, exp.Kurtosis)):
         moment.replace(_spark_moment(moment))
+
+
+def _spark_quantile(call: exp.Quantile | exp.ApproxQuantile) -> exp.Expr:
+    """Spark's percentile: a DOUBLE between the two values nearest (sqlglot's QUANTILE is
+    DuckDB's discrete one, 2 for the median of 1 to 4 where Spark says 2.5); its
+    percentile_approx: the smallest value with that share of the column at or below it
+    (DuckDB's approx_quantile comes between values: 1.5 for 1.0)."""
+    many = isinstance(call.args["quantile"], exp.Array)
+    if isinstance(call, exp.ApproxQuantile):
+        return duckdb_expr("quantile_disc(__0, __1)", call.this, call.args["quantile"])
+    double = "DOUBLE[]" if many else "DOUBLE"
+    return duckdb_expr(
+        f"CAST(quantile_cont(__0, __1) AS {double})", call.this, call.args["quantile"]
+    )
+
+
+def quantiles(tree: exp.Expr) -> None:
+    """percentile and percentile_approx as Spark's."""
+    for call in list(tree.find_all(exp.Quantile, exp.ApproxQuantile)):
+        call.replace(_spark_quantile(call))
 
 
 def _sum_of_ones(counted: exp.Expr) -> exp.Expr | None:

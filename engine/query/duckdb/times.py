@@ -7,7 +7,9 @@
 * `from_utc_timestamp(ts, tz)` and `to_utc_timestamp(ts, tz)` shift the way Spark's do (sqlglot's
   `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday), `weekday(d)` from 0 (Monday);
-* `S` fractions of a second in a date format (`ss.SSS`) are DuckDB's `%g`, `%f`, `%n`;
+* date patterns are read as Spark reads them (quotes, `DDD`, `LLL`, `SSS` fractions of a
+  second as DuckDB's `%g`); a field DuckDB has no code for (`k`, `Q`, `w`, `YYYY`, zones) is
+  refused (sqlglot left its letters, which DuckDB printed as they are);
 * `date_add`, `date_sub`, `add_months`, `trunc(d, unit)` and `date_from_unix_date` are DATEs
   (DuckDB's are TIMESTAMPs), and Spark's unit names (`MM`, `YY`, `DD`) are understood;
 * `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
@@ -24,8 +26,8 @@ import sqlglot
 from sqlglot import exp
 
 from engine.definitions.durations import parse_duration
-from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError
+from engine.query.dialect import SparkQuery
 from engine.query.duckdb.inferred import operand_type
 from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 
@@ -42,7 +44,7 @@ __all__ = [
 
 _EPOCH = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
 # The format sqlglot fills in for Spark's one-argument unix_timestamp(x).
-_DEFAULT_UNIX_FORMAT = sqlglot.parse_one("unix_timestamp(x)", read=SparkStreaming).args["format"]
+_DEFAULT_UNIX_FORMAT = sqlglot.parse_one("unix_timestamp(x)", read=SparkQuery).args["format"]
 
 
 def _interval(arg: exp.Expr, what: str) -> str:
@@ -107,32 +109,69 @@ def zones(tree: exp.Expr) -> None:
         shift.replace(_shift_zone(shift))  # innermost first: an outer one copies its operand
 
 
-# Spark's fraction of a second, one S per digit, where sqlglot maps only SSSSSS: DuckDB
-# formats milliseconds, microseconds and nanoseconds.
-_FRACTIONS = {3: "%g", 6: "%f", 9: "%n"}
+# Spark's pattern letters, by how many there are in a row, as DuckDB's codes: a fraction of a
+# second has one S per digit, DuckDB formats milliseconds, microseconds and nanoseconds.
+_CODES: dict[str, dict[int, str]] = {
+    "y": {1: "%Y", 2: "%y", 3: "%Y", 4: "%Y"},
+    "M": {1: "%-m", 2: "%m", 3: "%b", 4: "%B"},
+    "L": {1: "%-m", 2: "%m", 3: "%b", 4: "%B"},
+    "d": {1: "%-d", 2: "%d"},
+    "D": {1: "%-j", 3: "%j"},
+    "E": {1: "%a", 2: "%a", 3: "%a", 4: "%A"},
+    "a": {1: "%p"},
+    "h": {1: "%-I", 2: "%I"},
+    "H": {1: "%-H", 2: "%H"},
+    "m": {1: "%-M", 2: "%M"},
+    "s": {1: "%-S", 2: "%S"},
+    "S": {3: "%g", 6: "%f", 9: "%n"},
+}
+# A quoted text ('' is a quote), a run of one letter, or any other character.
+_PATTERN_PART = re.compile(r"'(?:[^']|'')*'|([A-Za-z])\1*|.", re.DOTALL)
+_FORMATTED = (exp.TimeToStr, exp.StrToTime, exp.TsOrDsToDate, exp.StrToUnix, exp.UnixToStr)
 
 
-def _fractions(node: exp.TimeToStr | exp.StrToTime) -> None:
-    """The S runs sqlglot left in a date format (not %S, seconds) as DuckDB's fractions."""
-    fmt = node.args.get("format")
-    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
-        return
+def _duckdb_format(pattern: str) -> str:
+    """Spark's date pattern as DuckDB's format; a field DuckDB has no code for is refused."""
 
-    def digits(run: re.Match[str]) -> str:
-        if len(run.group()) not in _FRACTIONS:
+    def part(found: re.Match[str]) -> str:
+        run, letter = found.group(), found.group(1)
+        if letter is None and run.startswith("'"):
+            text = run[1:-1].replace("''", "'") if len(run) > 2 else "'"
+            return text.replace("%", "%%")
+        code = _CODES.get(letter or "", {}).get(len(run))
+        if code is None and (letter is not None or run in "[]{}#"):
             raise UserError(
-                f"query: date format {run.group()!r}: the DuckDB engine formats 3, 6 or 9 "
-                f"digits of a second ({SPARK_HINT})"
+                f"query: date format {pattern!r}: the DuckDB engine has no {run!r} ({SPARK_HINT})"
             )
-        return _FRACTIONS[len(run.group())]
+        return code or run.replace("%", "%%")
 
-    fmt.replace(exp.Literal.string(re.sub(r"(?<!%)S+", digits, fmt.name)))
+    return _PATTERN_PART.sub(part, pattern)
+
+
+def _literal_text(node: exp.Expr) -> str | None:
+    """The text of a string literal, or of string literals side by side (Spark joins them)."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return node.name
+    if isinstance(node, exp.Concat) and not node.args.get("coalesce"):
+        parts = [_literal_text(e) for e in node.expressions]
+        return None if None in parts else "".join(p for p in parts if p is not None)
+    return None
 
 
 def formats(tree: exp.Expr) -> None:
-    """Fractions of a second in date formats."""
-    for formatted in list(tree.find_all(exp.TimeToStr, exp.StrToTime)):
-        _fractions(formatted)
+    """Spark's date patterns (kept as written by `SparkQuery`) as DuckDB's formats; one that is
+    no literal is refused, as it cannot be translated."""
+    for formatted in list(tree.find_all(*_FORMATTED)):
+        fmt = formatted.args.get("format")
+        if fmt is None:
+            continue
+        pattern = _literal_text(fmt)
+        if pattern is None:
+            raise UserError(
+                f"query: date format {fmt.sql(dialect='spark')}: the DuckDB engine reads a "
+                f"pattern written in the query only ({SPARK_HINT})"
+            )
+        fmt.replace(exp.Literal.string(_duckdb_format(pattern)))
 
 
 def count_days_like_spark(tree: exp.Expr) -> None:

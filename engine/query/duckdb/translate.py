@@ -44,6 +44,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     arrays.index_from_zero,
     numbers.logarithms,
     aggregates.moments,
+    aggregates.quantiles,
     arrays.array_functions,
     arrays.sequences,
     text.like_escapes,
