@@ -187,6 +187,11 @@ QUERIES = [
     "SELECT percentile(quantity, 0.7) AS a, percentile(price, array(0.25, 0.5)) AS b, "
     "percentile_approx(price, 0.5) AS c, percentile_approx(quantity, array(0.3, 0.75)) AS d "
     "FROM events",
+    # a DOUBLE cast to a DECIMAL rounds its shortest form half up (DuckDB's 0.28 for 0.29), a
+    # DECIMAL without precision is DECIMAL(10, 0) (DuckDB's (18, 3)); NaN and infinities NULL
+    "SELECT CAST(price * 0.57D AS DECIMAL(10, 2)) AS a, CAST(price AS DECIMAL) AS b, "
+    "CAST(1.005D AS DECIMAL(10, 2)) AS c FROM events",
+    "SELECT id, CAST(price AS DECIMAL(10, 2)) AS d FROM odd",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",

@@ -7,6 +7,8 @@
 * `CAST` stops at a value it cannot take, as Spark's (ANSI) does, where sqlglot's TRY_CAST gives
   NULL; to an integer type (also `bigint(x)`, `tinyint(x)`, ...) a fraction is cut off, not
   rounded, and text must be a whole number; `try_cast` gives NULL there instead;
+* a cast to DECIMAL without a precision is to DECIMAL(10, 0), and of a DOUBLE rounds its
+  shortest decimal form half up, as `round` does;
 * a DOUBLE or FLOAT cast to text is written as Java writes it, as Spark does: in decimals from
   0.001 up to 10,000,000 and as `1.0E10` outside (DuckDB: decimals up to 1e16, then `1e+16`);
 * `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
@@ -135,6 +137,21 @@ def _spark_text(x: exp.Expr) -> exp.Expr:
     )
 
 
+def _spark_decimal(cast: exp.Cast, *, safe: bool) -> exp.Expr:
+    """Spark's cast to a DECIMAL: DECIMAL(10, 0) where no precision is given (DuckDB's is
+    DECIMAL(18, 3)), and a DOUBLE rounded half up on its shortest decimal form (0.285 to 0.29;
+    DuckDB rounds the binary value, 0.28), as `round` does."""
+    to = cast.to.sql(dialect="duckdb") if cast.to.expressions else "DECIMAL(10, 0)"
+    convert = "TRY_CAST" if safe else "CAST"
+    floating = "typeof(__0) IN ('DOUBLE', 'FLOAT')"
+    return duckdb_expr(
+        f"CASE WHEN {floating} AND NOT isfinite(CAST(__0 AS DOUBLE)) THEN NULL "  # as Spark's
+        f"WHEN {floating} THEN {convert}(CAST(__0 AS VARCHAR) AS {to}) "
+        f"ELSE {convert}(__0 AS {to}) END",
+        cast.this,
+    )
+
+
 def _spark_cast(cast: exp.Cast) -> exp.Expr:
     """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
     take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
@@ -143,6 +160,8 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
     safe = bool(cast.args.get("safe"))
     if cast.to.this in _TEXT and not cast.to.expressions:  # STRING, not VARCHAR(n)
         return _spark_text(cast.this)
+    if cast.to.this == exp.DataType.Type.DECIMAL:
+        return _spark_decimal(cast, safe=safe)
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
     x, to = "__0", cast.to.sql(dialect="duckdb")
