@@ -78,8 +78,10 @@ QUERIES = [
     "SELECT window(event_time, '1 day'), count(*) FROM events GROUP BY window(event_time, '1 day')",
     # arrays and structs
     "SELECT id, size(tags) AS n, array_contains(tags, 'b') AS has_b FROM tags",
-    # Spark (ANSI) fails on an index past the end where DuckDB gives NULL: not compared.
+    # an index past the end stops both (test below); get and try_element_at give NULL
     "SELECT id, tags[0] AS first, element_at(tags, -1) AS last FROM tags WHERE size(tags) > 0",
+    "SELECT id, get(tags, 1) AS a, get(tags, -1) AS b, try_element_at(tags, 3) AS c, "
+    "array(array(1, 2), array(3))[1][0] AS d, split(concat('x,', id), ',')[1] AS e FROM tags",
     "SELECT id, tag FROM tags LATERAL VIEW explode(tags) t AS tag",
     "SELECT id, tag FROM tags LATERAL VIEW OUTER explode(tags) t AS tag",
     "SELECT id, info.k AS k, info.n AS n, info FROM tags",
@@ -318,10 +320,23 @@ def test_text_that_is_no_whole_number_stops_a_cast_to_int_on_both_engines(spark,
             "cannot be decoded: c2%zz",
             "[CANNOT_DECODE_URL]",
         ),
+        # DuckDB gave NULL for an index past the end
+        (
+            "split(customer_id, '-')[1]",
+            "the array has 1 elements (get(a, i) gives NULL instead)",
+            "[INVALID_ARRAY_INDEX]",
+        ),
+        (
+            "element_at(array(customer_id), 2)",
+            "elements (try_element_at(a, i) gives NULL instead)",
+            "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT]",
+        ),
     ],
 )
-def test_sequences_and_urls_stop_on_both_engines(spark, lake, call, duckdb_says, spark_says):
-    # DuckDB gave an empty sequence, and the URL as it was.
+def test_sequences_urls_and_indexes_stop_on_both_engines(
+    spark, lake, call, duckdb_says, spark_says
+):
+    # DuckDB gave an empty sequence, the URL as it was, and NULL past an array's end.
     sql = f"SELECT {call} AS x FROM events WHERE customer_id = 'c2' AND quantity = 3"
     with pytest.raises(UserError) as on_duckdb:
         run_duckdb(sql, lake)

@@ -4,6 +4,8 @@
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
   `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`);
+* an index past an array's end (`a[5]`, `element_at(a, 6)`) stops the query, as Spark's
+  (ANSI) does (DuckDB's is NULL, as Spark's `get` and `try_element_at` are);
 * `sequence(a, b)` counts down when `b` is below `a` (DuckDB's was empty), by a day between
   dates or times, and is DATEs from DATEs (DuckDB's are times); a step away from `b` stops the
   query, as on Spark (DuckDB's was empty);
@@ -16,16 +18,19 @@ from __future__ import annotations
 from sqlglot import exp
 
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import duckdb_expr
+from engine.query.duckdb.sql import duckdb_expr, is_duckdb_own
 
 __all__ = [
+    "OUT_OF_BOUNDS",
     "SEQUENCE_BOUNDARIES",
     "array_functions",
     "index_from_zero",
+    "indexes",
     "lateral_views",
     "sequences",
 ]
 
+OUT_OF_BOUNDS = "is out of bounds"
 SEQUENCE_BOUNDARIES = "Illegal sequence boundaries"
 
 
@@ -113,6 +118,38 @@ def sequences(tree: exp.Expr) -> None:
     """`sequence` as Spark's; between dates or times where sqlglot could tell the type."""
     for call in reversed(list(tree.find_all(exp.GenerateSeries))):  # innermost first
         call.replace(_spark_sequence(call))
+
+
+def _past_the_end(safe_call: str) -> str:
+    return (
+        f"error('the index ' || __1 || ' {OUT_OF_BOUNDS}: the array has ' || len(__0) || "
+        f"' elements ({safe_call} gives NULL instead)')"
+    )
+
+
+# `a[i]` counts from 0, `element_at(a, i)` from 1 and back from the end for a negative i.
+_FROM_ZERO = (
+    f"CASE WHEN __1 < 0 OR __1 >= len(__0) THEN {_past_the_end('get(a, i)')} ELSE __0[__1 + 1] END"
+)
+_FROM_ONE = (
+    f"CASE WHEN __1 = 0 THEN error('the index 0 {OUT_OF_BOUNDS}: element_at counts from 1') "
+    f"WHEN abs(__1) > len(__0) THEN {_past_the_end('try_element_at(a, i)')} ELSE __0[__1] END"
+)
+
+
+def indexes(tree: exp.Expr) -> None:
+    """An index past an array's end stops the query, as on Spark; `get(a, i)` gives NULL."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "get" and len(call.expressions) == 2:
+            call.replace(duckdb_expr("CASE WHEN __1 >= 0 THEN __0[__1 + 1] END", *call.expressions))
+    for bracket in reversed(list(tree.find_all(exp.Bracket))):  # innermost first
+        array = operand_type(bracket, "this") == exp.DataType.Type.ARRAY
+        if not array or bracket.args.get("safe") or len(bracket.expressions) != 1:
+            continue
+        if is_duckdb_own(bracket):
+            continue
+        template = _FROM_ONE if bracket.args.get("offset") == 1 else _FROM_ZERO
+        bracket.replace(duckdb_expr(template, bracket.this, bracket.expressions[0]))
 
 
 def lateral_views(tree: exp.Expr) -> None:

@@ -59,7 +59,8 @@ def _type(arg: object) -> exp.DataType.Type | None:
 
 
 def schema_of(tables: Mapping[str, pa.Table]) -> Schema:
-    """The tables' column types as SQL, for sqlglot's type inference (nested ones unknown)."""
+    """The tables' column types as SQL, for sqlglot's type inference (UNKNOWN for the kinds it
+    does not need)."""
     scalar = {
         pa.types.is_float64: "DOUBLE",
         pa.types.is_float32: "FLOAT",
@@ -74,6 +75,13 @@ def schema_of(tables: Mapping[str, pa.Table]) -> Schema:
     def sql(t: pa.DataType) -> str:
         if pa.types.is_decimal(t):
             return f"DECIMAL({t.precision}, {t.scale})"
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return f"ARRAY<{sql(t.value_type)}>"
+        if pa.types.is_map(t):
+            return f"MAP<{sql(t.key_type)}, {sql(t.item_type)}>"
+        if pa.types.is_struct(t):
+            fields = ", ".join(f"`{f.name}` {sql(f.type)}" for f in t)
+            return f"STRUCT<{fields}>"
         return next((name for test, name in scalar.items() if test(t)), "UNKNOWN")
 
     return {name: {f.name: sql(f.type) for f in table.schema} for name, table in tables.items()}

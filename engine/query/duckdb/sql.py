@@ -24,6 +24,11 @@ def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
     tree = sqlglot.parse_one(sql, read="duckdb")
     for node in tree.walk():
         node.meta[_OWN] = True
+    for bracket in tree.find_all(exp.Bracket):
+        # sqlglot reads a literal index as counting from 0 and writes it back from 1; any
+        # other index (`__1 + 1`) it writes as it is unless told it counts from 1 already.
+        if not all(index.is_int for index in bracket.expressions):
+            bracket.set("offset", 1)
     for column in list(tree.find_all(exp.Column)):
         if not column.table and (place := _OPERAND.fullmatch(column.name)):
             column.replace(exp.Paren(this=operands[int(place[1])].copy()))

@@ -42,6 +42,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.casts,
     times.dates_like_spark,
     arrays.index_from_zero,
+    arrays.indexes,
     numbers.logarithms,
     aggregates.moments,
     aggregates.quantiles,
@@ -56,7 +57,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     arrays.lateral_views,
 )
 # The nodes whose rewrite depends on their operands' types.
-_TYPED = (exp.Round, exp.Add, exp.Sub, exp.GenerateSeries, *text.CONCATENATIONS)
+_TYPED = (exp.Round, exp.Add, exp.Sub, exp.GenerateSeries, exp.Bracket, *text.CONCATENATIONS)
 
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
