@@ -91,6 +91,9 @@ def stop_at_zero(tree: exp.Expr) -> None:
 
 
 _TEXT = frozenset({exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR})
+# The casts dispatch on DuckDB's type of their operand `__0` at run time, so that they hold
+# where sqlglot cannot tell the type.
+_FLOATING = "typeof(__0) IN ('DOUBLE', 'FLOAT')"
 _INTEGRAL = frozenset(exp.DataType.Type[t] for t in ("TINYINT", "SMALLINT", "INT", "BIGINT"))
 # Spark's casts written as calls that sqlglot leaves as calls (it reads int(x) as a CAST), and
 # the type each casts to: decimal(x) is Spark's DECIMAL(10, 0), not DuckDB's DECIMAL(18, 3).
@@ -131,8 +134,7 @@ def _java_text() -> str:
 def _spark_text(x: exp.Expr) -> exp.Expr:
     """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it."""
     return duckdb_expr(
-        f"CASE WHEN typeof(__0) IN ('DOUBLE', 'FLOAT') THEN {_java_text()} "
-        "ELSE CAST(__0 AS VARCHAR) END",
+        f"CASE WHEN {_FLOATING} THEN {_java_text()} ELSE CAST(__0 AS VARCHAR) END",
         x,
     )
 
@@ -143,10 +145,9 @@ def _spark_decimal(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     DuckDB rounds the binary value, 0.28), as `round` does."""
     to = cast.to.sql(dialect="duckdb") if cast.to.expressions else "DECIMAL(10, 0)"
     convert = "TRY_CAST" if safe else "CAST"
-    floating = "typeof(__0) IN ('DOUBLE', 'FLOAT')"
     return duckdb_expr(
-        f"CASE WHEN {floating} AND NOT isfinite(CAST(__0 AS DOUBLE)) THEN NULL "  # as Spark's
-        f"WHEN {floating} THEN {convert}(CAST(__0 AS VARCHAR) AS {to}) "
+        f"CASE WHEN {_FLOATING} AND NOT isfinite(CAST(__0 AS DOUBLE)) THEN NULL "  # as Spark's
+        f"WHEN {_FLOATING} THEN {convert}(CAST(__0 AS VARCHAR) AS {to}) "
         f"ELSE {convert}(__0 AS {to}) END",
         cast.this,
     )
@@ -175,7 +176,7 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
         f"CASE WHEN typeof({x}) = 'VARCHAR' THEN CASE "
         rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') THEN {malformed} "
         f"ELSE {convert}(trim({text}) AS {to}) END "
-        f"WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') "
+        f"WHEN {_FLOATING} "
         f"THEN {convert}(trunc(CAST({x} AS DOUBLE)) AS {to}) "
         f"WHEN typeof({x}) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
         f"ELSE {convert}({x} AS {to}) END",
