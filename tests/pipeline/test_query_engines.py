@@ -194,6 +194,11 @@ QUERIES = [
     "SELECT CAST(price * 0.57D AS DECIMAL(10, 2)) AS a, CAST(price AS DECIMAL) AS b, "
     "CAST(1.005D AS DECIMAL(10, 2)) AS c FROM events",
     "SELECT id, CAST(price AS DECIMAL(10, 2)) AS d FROM odd",
+    # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
+    # locate from a place below 1 or NULL finds nothing
+    "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "
+    "substr(customer_id, 1, quantity - 2) AS c, locate('1', customer_id, quantity - 1) AS d, "
+    "locate('c', customer_id, 0) AS e FROM events",
     # a logarithm of 0 or less is NULL (DuckDB: -Infinity, or an error)
     "SELECT ln(0) AS a, ln(-1) AS b, log(2, 0) AS c, log(0, 8) AS d, log10(price - 1) AS e, "
     "CASE WHEN price > 5 THEN 0 ELSE ln(price - 1) END AS f FROM events",

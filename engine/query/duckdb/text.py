@@ -59,11 +59,18 @@ def like_escapes(tree: exp.Expr) -> None:
         like.replace(exp.Escape(this=like.copy(), expression=exp.Literal.string("\\")))
 
 
+def _whole_number(node: exp.Expr | None) -> bool:
+    """Whether `node` is a literal number not below 0 (a count the rewrites need not guard)."""
+    return isinstance(node, exp.Literal) and node.is_int and node.to_py() >= 0
+
+
 def substrings(tree: exp.Expr) -> None:
-    """Spark's substring reads a start of 0 as 1 (`substring('hello', 0, 2)` is 'he'); DuckDB
-    counts the 0 as a place before the text ('h')."""
+    """Spark's substring reads a start of 0 as 1 (`substring('hello', 0, 2)` is 'he'; DuckDB
+    counts the 0 as a place before the text, 'h'); a length, or a count of `left` and
+    `right`, below 0 gives '' (DuckDB counted back from the end: `left('abc', -1)` was 'ab');
+    `locate` from a place below 1, or NULL, finds nothing (0; DuckDB looked from the start)."""
     one = exp.Literal.number(1)
-    for call in list(tree.find_all(exp.Substring)):
+    for call in reversed(list(tree.find_all(exp.Substring, exp.Left, exp.Right))):
         start = call.args.get("start")
         if isinstance(start, exp.Literal):
             if start.to_py() == 0:
@@ -71,6 +78,23 @@ def substrings(tree: exp.Expr) -> None:
         elif start is not None:
             zero = exp.EQ(this=start.copy(), expression=exp.Literal.number(0))
             call.set("start", exp.Case().when(zero, one.copy()).else_(start.copy()))
+        count = call.args.get("length" if isinstance(call, exp.Substring) else "expression")
+        if count is not None and not _whole_number(count):
+            empty = "CASE WHEN __0 IS NULL THEN NULL WHEN __1 < 0 THEN '' ELSE __2 END"
+            call.replace(duckdb_expr(empty, call.this, count, call.copy()))
+    for locate in list(tree.find_all(exp.StrPosition)):
+        place = locate.args.get("position")
+        if place is not None and not (_whole_number(place) and place.to_py() >= 1):
+            # Spark's order: a NULL place finds nothing, a NULL text or substring is NULL.
+            found = duckdb_expr(
+                "CASE WHEN __0 IS NULL THEN 0 WHEN __1 IS NULL OR __2 IS NULL THEN NULL "
+                "WHEN __0 < 1 THEN 0 ELSE __3 END",
+                place,
+                locate.args["substr"],
+                locate.this,
+                locate.copy(),
+            )
+            locate.replace(found)
 
 
 def _format_string(call: exp.Format) -> exp.Expr:
