@@ -713,5 +713,8 @@ def test_a_date_pattern_duckdb_has_no_code_for_is_refused(lake, pattern):
     sql = f"SELECT date_format(event_time, '{pattern}') AS f FROM events"
     with pytest.raises(UserError, match=rf"has no '{pattern}' \(try --engine spark\)$"):
         run_duckdb(sql, lake)
+
+
+def test_a_date_pattern_held_in_a_column_is_refused(lake):
     with pytest.raises(UserError, match="reads a pattern written in the query only"):
         run_duckdb("SELECT date_format(event_time, source) AS f FROM events", lake)

@@ -144,9 +144,8 @@ def indexes(tree: exp.Expr) -> None:
             call.replace(duckdb_expr("CASE WHEN __1 >= 0 THEN __0[__1 + 1] END", *call.expressions))
     for bracket in reversed(list(tree.find_all(exp.Bracket))):  # innermost first
         array = operand_type(bracket, "this") == exp.DataType.Type.ARRAY
-        if not array or bracket.args.get("safe") or len(bracket.expressions) != 1:
-            continue
-        if is_duckdb_own(bracket):
+        one_index = len(bracket.expressions) == 1
+        if not array or not one_index or is_duckdb_own(bracket) or bracket.args.get("safe"):
             continue
         template = _FROM_ONE if bracket.args.get("offset") == 1 else _FROM_ZERO
         bracket.replace(duckdb_expr(template, bracket.this, bracket.expressions[0]))

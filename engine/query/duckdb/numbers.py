@@ -108,7 +108,7 @@ _CAST_CALLS = {
 _OTHER_HASHES = frozenset({"hash", "xxhash64"})
 
 
-def _java_text() -> str:
+def _as_java_writes() -> str:
     """DuckDB SQL for the text Spark (Java's Double.toString) writes for a DOUBLE or FLOAT `__0`:
     decimals for 0.001 <= |x| < 1e7, else `d.dddE<n>`, from DuckDB's shortest digits."""
     # DuckDB writes decimals from 1e-4 up to 1e16 (12345678.9, 0.0009), then 1e+16, 1.5e-05.
@@ -131,10 +131,13 @@ def _java_text() -> str:
     )
 
 
+_JAVA_TEXT = _as_java_writes()
+
+
 def _spark_text(x: exp.Expr) -> exp.Expr:
     """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it."""
     return duckdb_expr(
-        f"CASE WHEN {_FLOATING} THEN {_java_text()} ELSE CAST(__0 AS VARCHAR) END",
+        f"CASE WHEN {_FLOATING} THEN {_JAVA_TEXT} ELSE CAST(__0 AS VARCHAR) END",
         x,
     )
 
@@ -165,21 +168,21 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
         return _spark_decimal(cast, safe=safe)
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
-    x, to = "__0", cast.to.sql(dialect="duckdb")
+    to = cast.to.sql(dialect="duckdb")
     convert = "TRY_CAST" if safe else "CAST"
-    text = f"CAST({x} AS VARCHAR)"
+    text = "CAST(__0 AS VARCHAR)"
     head = exp.Literal.string("the value '").sql(dialect="duckdb")
     tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
     tail = exp.Literal.string(tail).sql(dialect="duckdb")
     malformed = "NULL" if safe else f"error(concat({head}, {text}, {tail}))"
     return duckdb_expr(
-        f"CASE WHEN typeof({x}) = 'VARCHAR' THEN CASE "
+        f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CASE "
         rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') THEN {malformed} "
         f"ELSE {convert}(trim({text}) AS {to}) END "
         f"WHEN {_FLOATING} "
-        f"THEN {convert}(trunc(CAST({x} AS DOUBLE)) AS {to}) "
-        f"WHEN typeof({x}) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
-        f"ELSE {convert}({x} AS {to}) END",
+        f"THEN {convert}(trunc(CAST(__0 AS DOUBLE)) AS {to}) "
+        f"WHEN typeof(__0) LIKE 'DECIMAL%' THEN {convert}(split_part({text}, '.', 1) AS {to}) "
+        f"ELSE {convert}(__0 AS {to}) END",
         cast.this,
     )
 

@@ -168,8 +168,8 @@ def regexp_replacements(tree: exp.Expr) -> None:
     """regexp_replace's replacement written in Java's way ($1) read as Spark reads it (DuckDB
     wrote `$1` as it is); one that is no literal stays DuckDB's."""
     for call in tree.find_all(exp.RegexpReplace):
-        replacement = call.args.get("replacement")
         if is_duckdb_own(call):
             continue
+        replacement = call.args.get("replacement")
         if isinstance(replacement, exp.Literal) and replacement.is_string:
             replacement.replace(exp.Literal.string(_re2_replacement(replacement.name)))

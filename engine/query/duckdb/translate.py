@@ -63,7 +63,7 @@ _TYPED = (exp.Round, exp.Add, exp.Sub, exp.GenerateSeries, exp.Bracket, *text.CO
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
     """The DuckDB SQL for a parsed Spark SQL query; with the tables' `schema`, the rewrites
     that depend on an operand's type (a DOUBLE rounded or concatenated, a DATE minus a DATE or
-    plus days, a sequence of dates) apply too."""
+    plus days, a sequence of dates, an array's index) apply too."""
     tree = tree.copy()
     mark_types(tree, schema or {}, _TYPED)  # on the query as written
     for rewrite in _REWRITES:
