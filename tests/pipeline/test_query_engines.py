@@ -194,6 +194,14 @@ QUERIES = [
     "SELECT CAST(price * 0.57D AS DECIMAL(10, 2)) AS a, CAST(price AS DECIMAL) AS b, "
     "CAST(1.005D AS DECIMAL(10, 2)) AS c FROM events",
     "SELECT id, CAST(price AS DECIMAL(10, 2)) AS d FROM odd",
+    # functions DuckDB lacks, written in its SQL: try_ arithmetic NULL past INT's range,
+    # try_to_date NULL for February 30, bround half to even (0.285 to 0.28), format_number,
+    # reverse of an array, try_sum over a window
+    "SELECT try_multiply(quantity, 2147483647) AS a, "
+    "try_to_date(concat('2024-02-', 27 + quantity)) AS b, bround(price * 0.57D, 2) AS c, "
+    "substring_index(concat(customer_id, '.x.y'), '.', 2) AS d, format_number(price * 1000, 1) "
+    "AS e, reverse(split(customer_id, '')) AS f, try_sum(quantity) OVER () AS g, "
+    "format_number(quantity * 1000, 0) AS h FROM events",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "
@@ -348,6 +356,22 @@ def test_sequences_urls_and_indexes_stop_on_both_engines(
     assert str(on_duckdb.value).endswith(duckdb_says), str(on_duckdb.value)
     with pytest.raises(UserError, match=re.escape(spark_says)):
         run_query(spark, sql, lake)
+
+
+def test_a_sum_past_bigint_stops_on_both_engines(spark, lake):
+    # DuckDB sums integers as HUGEINTs: it gave 55340232221128654830 where Spark stops.
+    sql = "SELECT sum(9223372036854775807L) AS x FROM events"
+    with pytest.raises(UserError) as on_duckdb:
+        run_duckdb(sql, lake)
+    assert str(on_duckdb.value) == (
+        "query: DuckDB: Invalid Input Error: the sum is past BIGINT's range "
+        "(try_sum gives NULL instead)"
+    )
+    with pytest.raises(UserError, match=re.escape("[ARITHMETIC_OVERFLOW]")):
+        run_query(spark, sql, lake)
+    sql = "SELECT try_sum(9223372036854775807L) AS x, sum(quantity) AS y FROM events"
+    assert printed(run_duckdb(sql, lake)) == printed(run_query(spark, sql, lake))
+    assert printed(run_duckdb(sql, lake)) == [{"x": None, "y": 8}]
 
 
 def test_delta_spark_errors_are_one_line(spark, lake):

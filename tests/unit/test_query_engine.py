@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -718,3 +719,50 @@ def test_a_date_pattern_duckdb_has_no_code_for_is_refused(lake, pattern):
 def test_a_date_pattern_held_in_a_column_is_refused(lake):
     with pytest.raises(UserError, match="reads a pattern written in the query only"):
         run_duckdb("SELECT date_format(event_time, source) AS f FROM events", lake)
+
+
+@pytest.mark.parametrize(
+    ("call", "value"),
+    [
+        # as Spark printed each (compared once); DuckDB has none of these functions
+        ("try_add(2147483647, 1)", None),
+        ("try_add(9223372036854775807L, 1)", None),
+        ("try_subtract(-2147483648, 1)", None),
+        ("try_multiply(3000000000L, 4000000000L)", None),
+        ("try_add(1, 2)", 3),
+        ("try_add(DATE '2024-02-28', 2)", dt.date(2024, 3, 1)),
+        ("try_add(1.5D, 2)", 3.5),
+        ("try_to_date('2024-02-30')", None),
+        ("try_to_date('01/02/2024', 'MM/dd/yyyy')", dt.date(2024, 1, 2)),
+        ("try_to_date('x', 'yyyy')", None),
+        ("bround(2.5D, 0)", 2.0),
+        ("bround(3.5D)", 4.0),
+        ("bround(0.295D, 2)", 0.3),
+        ("bround(0.285D, 2)", 0.28),
+        ("bround(35, -1)", 40),
+        ("bround(0.125, 2)", Decimal("0.12")),
+        ("substring_index('a.b.c', '.', 2)", "a.b"),
+        ("substring_index('a::b::c', '::', -2)", "b::c"),
+        ("substring_index('a.b.c', '.', -5)", "a.b.c"),
+        ("substring_index('a.b.c', '.', 0)", ""),
+        ("substring_index('a.b.c', '', 1)", ""),
+        ("format_number(1234567.891D, 2)", "1,234,567.89"),
+        ("format_number(2.5D, 0)", "2"),
+        ("format_number(-0.001D, 2)", "-0.00"),
+        ("format_number(-0.001, 2)", "-0.00"),
+        ("format_number(0.165, 2)", "0.16"),
+        ("format_number(12345678901234567890.125BD, 2)", "12,345,678,901,234,567,890.12"),
+        ("format_number(9007199254740993L, 0)", "9,007,199,254,740,993"),
+        ("format_number(1e20D, 3)", "100,000,000,000,000,000,000.000"),
+        ("format_number(CAST('Infinity' AS DOUBLE), 1)", "∞"),
+        ("format_number(1.5D, -1)", None),
+        ("reverse(array(1, 2, 3))", [3, 2, 1]),
+    ],
+)
+def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):
+    assert rows(f"SELECT {call} AS x", lake) == [(value,)]
+
+
+def test_format_number_with_a_pattern_is_refused(lake):
+    with pytest.raises(UserError, match=r"takes a number of places written in the query only"):
+        run_duckdb("SELECT format_number(price, '#,###.#') AS f FROM events", lake)

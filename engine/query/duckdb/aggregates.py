@@ -1,6 +1,8 @@
 """Aggregates as Spark computes them: skewness and kurtosis of the population (DuckDB's are
 the sample's), `percentile` between values and `percentile_approx` a value of the column (see
-`quantiles`), and PIVOT cells without rows NULL for a count too (DuckDB's count gives 0)."""
+`quantiles`), PIVOT cells without rows NULL for a count too (DuckDB's count gives 0), and a
+sum of integers past BIGINT's range stopping the query (`try_sum` NULL; DuckDB's HUGEINT sum
+gave the number)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from sqlglot import exp
 from engine.errors import UserError
 from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
 
-__all__ = ["moments", "pivots", "quantiles"]
+__all__ = ["SUM_OVERFLOW", "moments", "pivots", "quantiles", "sums"]
+
+SUM_OVERFLOW = "the sum is past BIGINT's range (try_sum gives NULL instead)"
 
 
 def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
@@ -88,3 +92,42 @@ def pivots(tree: exp.Expr) -> None:
             counted = aggregate.this if isinstance(aggregate, exp.Alias) else aggregate
             if (summed := _sum_of_ones(counted)) is not None:
                 counted.replace(summed)
+
+
+# A sum of integers, `__0`, past BIGINT's range; DuckDB sums integers as HUGEINTs.
+_PAST_BIGINT = (
+    "typeof(__0) = 'HUGEINT' AND __0 NOT BETWEEN -9223372036854775808 AND 9223372036854775807"
+)
+
+
+def _whole_call(aggregate: exp.Expr) -> exp.Expr:
+    """The aggregate with its FILTER and OVER clauses, which go with it."""
+    while isinstance(aggregate.parent, exp.Filter | exp.Window) and aggregate.arg_key == "this":
+        aggregate = aggregate.parent
+    return aggregate
+
+
+def sums(tree: exp.Expr) -> None:
+    """A sum of integers past BIGINT's range stops the query, as Spark's does (ANSI), where
+    DuckDB's HUGEINT gave the number; `try_sum` gives NULL there, `try_avg` is `avg`. The
+    total is checked, not each step, so a sum that passes the range on the way and comes back
+    stops on Spark only. A PIVOT's cells are left as they are (DuckDB takes a bare aggregate
+    there)."""
+    for total in reversed(list(tree.find_all(exp.Sum))):  # innermost first
+        if not total.find_ancestor(exp.Pivot):
+            _guard(total, f"error({exp.Literal.string(SUM_OVERFLOW).sql(dialect='duckdb')})")
+    # after the above, whose Sums these are not
+    for call in reversed(list(tree.find_all(exp.Anonymous))):
+        name = call.name.lower()
+        if name == "try_avg" and len(call.expressions) == 1:
+            call.replace(exp.Avg(this=call.expressions[0]))
+        elif name == "try_sum" and len(call.expressions) == 1:
+            total = exp.Sum(this=call.expressions[0])
+            call.replace(total)
+            _guard(total, "NULL")
+
+
+def _guard(total: exp.Sum, past: str) -> None:
+    """`total` (with its FILTER and OVER clauses) as `past` where it is past BIGINT's range."""
+    whole = _whole_call(total)
+    whole.replace(duckdb_expr(f"CASE WHEN {_PAST_BIGINT} THEN {past} ELSE __0 END", whole))

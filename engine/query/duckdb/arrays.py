@@ -3,7 +3,8 @@
 * in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
-  `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`);
+  `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`), and
+  `reverse` of an array is `list_reverse` (DuckDB's reverse takes text only);
 * an index past an array's end (`a[5]`, `element_at(a, 6)`) stops the query, as Spark's
   (ANSI) does (DuckDB's is NULL, as Spark's `get` and `try_element_at` are);
 * `sequence(a, b)` counts down when `b` is below `a` (DuckDB's was empty), by a day between
@@ -84,9 +85,12 @@ def _spark_array(call: exp.Expr) -> exp.Expr:
 
 
 def array_functions(tree: exp.Expr) -> None:
-    """The functions of `_SPARK_ARRAYS` as Spark computes them."""
+    """The functions of `_SPARK_ARRAYS` as Spark computes them, and `reverse` of an array where
+    sqlglot could tell the operand's type."""
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
-        if (spark := _spark_array(call)) is not call:
+        if isinstance(call, exp.Reverse) and operand_type(call, "this") == exp.DataType.Type.ARRAY:
+            call.replace(duckdb_expr("list_reverse(__0)", call.this))
+        elif (spark := _spark_array(call)) is not call:
             call.replace(spark)
 
 

@@ -14,7 +14,10 @@
 * `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * a logarithm of a value (or base) not above 0 is NULL (DuckDB: -Infinity, or an error);
 * `round` of a DOUBLE rounds its shortest decimal form half up (0.285 to 0.29; DuckDB rounds
-  the binary value, 0.28), where sqlglot can tell the type from the tables'.
+  the binary value, 0.28), and `bround` half to even (0.295 to 0.3), where sqlglot can tell
+  the type from the tables';
+* `try_add`, `try_subtract` and `try_multiply` (DuckDB has none) of integers give NULL where
+  the result overflows its type, where sqlglot can tell the operands' types.
 """
 
 from __future__ import annotations
@@ -30,11 +33,14 @@ __all__ = [
     "CAST_MALFORMED",
     "DIVIDE_BY_ZERO",
     "REMAINDER_BY_ZERO",
+    "TRIED",
+    "brounds",
     "casts",
     "logarithms",
     "refuse_other_hashes",
     "rounds_of_doubles",
     "stop_at_zero",
+    "tried_arithmetic",
 ]
 
 DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
@@ -224,16 +230,16 @@ def logarithms(tree: exp.Expr) -> None:
         log.replace(_spark_log(log))
 
 
-def _round_half_up(call: exp.Round) -> exp.Expr:
-    """Spark's round of a DOUBLE: half up on its shortest decimal form (0.285 is 0.29), where
-    DuckDB rounds the binary value (0.28499999999999998, so 0.28)."""
-    places = call.args.get("decimals") or exp.Literal.number(0)
+def _round_double(x: exp.Expr, places: exp.Expr | None, rounding: str) -> exp.Expr:
+    """Spark's round (`round`, half up) or bround (`round_even`) of a DOUBLE: on its shortest
+    decimal form (0.285 is 0.29), where DuckDB rounds the binary value (0.28499999999999998,
+    so 0.28)."""
     # Past 1e17 a double has no fraction left to round; DECIMAL(38, 20) holds what is below.
-    exact = "CAST(round(CAST(CAST(__0 AS VARCHAR) AS DECIMAL(38, 20)), __1) AS DOUBLE)"
+    exact = f"CAST({rounding}(CAST(CAST(__0 AS VARCHAR) AS DECIMAL(38, 20)), __1) AS DOUBLE)"
     return duckdb_expr(
-        f"CASE WHEN isfinite(__0) AND abs(__0) < 1e17 THEN {exact} ELSE round(__0, __1) END",
-        call.this,
-        places,
+        f"CASE WHEN isfinite(__0) AND abs(__0) < 1e17 THEN {exact} ELSE {rounding}(__0, __1) END",
+        x,
+        places or exp.Literal.number(0),
     )
 
 
@@ -241,4 +247,49 @@ def rounds_of_doubles(tree: exp.Expr) -> None:
     """`round` of a DOUBLE as Spark's, where sqlglot could tell the operand's type."""
     for call in reversed(list(tree.find_all(exp.Round))):  # innermost first
         if operand_type(call, "this") == exp.DataType.Type.DOUBLE:
-            call.replace(_round_half_up(call))
+            call.replace(_round_double(call.this, call.args.get("decimals"), "round"))
+
+
+def brounds(tree: exp.Expr) -> None:
+    """Spark's bround (DuckDB has none): half to even, as `round_even`, of a DOUBLE's shortest
+    decimal form where sqlglot could tell the operand's type."""
+    for call in reversed(list(tree.find_all(exp.Anonymous))):  # innermost first
+        if call.name.lower() != "bround" or not 1 <= len(call.expressions) <= 2:
+            continue
+        x, *places = call.expressions
+        if operand_type(call, "expressions") == exp.DataType.Type.DOUBLE:
+            call.replace(_round_double(x, places[0] if places else None, "round_even"))
+        else:
+            call.replace(exp.Anonymous(this="round_even", expressions=[x, *places]))
+
+
+#: Spark's try_ arithmetic, each with the operator DuckDB computes it with.
+TRIED = {exp.SafeAdd: "+", exp.SafeSubtract: "-", exp.SafeMultiply: "*"}
+
+
+def _tried(call: exp.SafeAdd | exp.SafeSubtract | exp.SafeMultiply) -> exp.Expr:
+    """Spark's try_add, try_subtract or try_multiply: NULL where the result of integers is past
+    its type's range (DuckDB's operator stops there), computed as HUGEINTs first."""
+    op = TRIED[type(call)]
+    integral = (operand_type(call, "this"), operand_type(call, "expression"))
+    if not all(kind in _INTEGRAL for kind in integral):
+        return duckdb_expr(f"__0 {op} __1", call.this, call.expression)
+    # DuckDB names the result's type when it binds the query, without computing it.
+    top = (
+        f"CASE typeof(__0 {op} __1) WHEN 'TINYINT' THEN 127 WHEN 'SMALLINT' THEN 32767 "
+        "WHEN 'INTEGER' THEN 2147483647 ELSE 9223372036854775807 END"
+    )
+    wide = f"CAST(__0 AS HUGEINT) {op} CAST(__1 AS HUGEINT)"
+    return duckdb_expr(
+        f"CASE WHEN {wide} BETWEEN -({top}) - 1 AND {top} THEN __0 {op} __1 END",
+        call.this,
+        call.expression,
+    )
+
+
+def tried_arithmetic(tree: exp.Expr) -> None:
+    """try_add, try_subtract and try_multiply (DuckDB has none); of integers NULL where the
+    result overflows, where sqlglot could tell the operands' types (elsewhere DuckDB's operator,
+    which stops)."""
+    for call in reversed(list(tree.find_all(*TRIED))):  # innermost first
+        call.replace(_tried(call))

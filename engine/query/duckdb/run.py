@@ -19,6 +19,7 @@ from engine.errors import UserError, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
 from engine.query import parse_query, read_tables
+from engine.query.duckdb.aggregates import SUM_OVERFLOW
 from engine.query.duckdb.arrays import OUT_OF_BOUNDS, SEQUENCE_BOUNDARIES
 from engine.query.duckdb.inferred import schema_of
 from engine.query.duckdb.numbers import CAST_MALFORMED, DIVIDE_BY_ZERO, REMAINDER_BY_ZERO
@@ -75,6 +76,7 @@ _AS_ON_SPARK = (
     SEQUENCE_BOUNDARIES,
     URL_UNDECODABLE,
     OUT_OF_BOUNDS,
+    SUM_OVERFLOW,
 )
 
 

@@ -3,6 +3,7 @@ of a refusal."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import sqlglot
@@ -17,10 +18,9 @@ _OWN = "duckdb_own"
 _OPERAND = re.compile(r"__(\d+)")
 
 
-def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
-    """An expression written in DuckDB SQL in which `__0`, `__1`, ... stand for `operands`
-    (each in parentheses). The operands stay the query's nodes, so the later rewrites still
-    see them as Spark's; the template's own nodes are marked (`is_duckdb_own`)."""
+@functools.cache
+def _template(sql: str) -> exp.Expr:
+    """`sql` parsed once, its nodes marked as DuckDB's own."""
     tree = sqlglot.parse_one(sql, read="duckdb")
     for node in tree.walk():
         node.meta[_OWN] = True
@@ -29,6 +29,14 @@ def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
         # other index (`__1 + 1`) it writes as it is unless told it counts from 1 already.
         if not all(index.is_int for index in bracket.expressions):
             bracket.set("offset", 1)
+    return tree
+
+
+def duckdb_expr(sql: str, *operands: exp.Expr) -> exp.Expr:
+    """An expression written in DuckDB SQL in which `__0`, `__1`, ... stand for `operands`
+    (each in parentheses). The operands stay the query's nodes, so the later rewrites still
+    see them as Spark's; the template's own nodes are marked (`is_duckdb_own`)."""
+    tree = _template(sql).copy()
     for column in list(tree.find_all(exp.Column)):
         if not column.table and (place := _OPERAND.fullmatch(column.name)):
             column.replace(exp.Paren(this=operands[int(place[1])].copy()))

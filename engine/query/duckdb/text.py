@@ -3,7 +3,8 @@
 a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), a
 DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it, and
 `url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`), as is the replacement of
-`regexp_replace` (`$1` for a group, where DuckDB reads `\\1`)."""
+`regexp_replace` (`$1` for a group, where DuckDB reads `\\1`); `substring_index` and
+`format_number`, which DuckDB lacks, are written in its SQL."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ from sqlglot import exp
 
 from engine.errors import UserError
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import duckdb_expr, is_duckdb_own
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "CONCATENATIONS",
     "FORMAT_NULL",
     "URL_UNDECODABLE",
     "doubles_concatenated",
+    "format_numbers",
     "format_strings",
     "java_text",
     "like_escapes",
     "regexp_replacements",
+    "substring_indexes",
     "substrings",
 ]
 
@@ -110,7 +113,8 @@ def _format_string(call: exp.Format) -> exp.Expr:
 def format_strings(tree: exp.Expr) -> None:
     """format_string as printf."""
     for formatted in reversed(list(tree.find_all(exp.Format))):
-        formatted.replace(_format_string(formatted))
+        if not is_duckdb_own(formatted):  # format_number's is DuckDB's `{}` format
+            formatted.replace(_format_string(formatted))
 
 
 # Text functions as Java computes them for Spark, as DuckDB SQL over their argument __0: a
@@ -173,3 +177,60 @@ def regexp_replacements(tree: exp.Expr) -> None:
         replacement = call.args.get("replacement")
         if isinstance(replacement, exp.Literal) and replacement.is_string:
             replacement.replace(exp.Literal.string(_re2_replacement(replacement.name)))
+
+
+# Spark's substring_index(s, delimiter, count) over __0, __1, __2: the text before the count-th
+# delimiter (after the count-th from the end for a count below 0), all of it where there are
+# fewer; '' for a count of 0 or an empty delimiter.
+_SUBSTRING_INDEX = (
+    "CASE WHEN __0 IS NULL OR __1 IS NULL OR __2 IS NULL THEN NULL "
+    "WHEN __1 = '' OR __2 = 0 THEN '' "
+    "WHEN __2 > 0 THEN array_to_string(string_split(__0, __1)[1:__2], __1) "
+    "ELSE array_to_string(string_split(__0, __1)[__2:], __1) END"
+)
+
+
+def substring_indexes(tree: exp.Expr) -> None:
+    """substring_index as Spark's (DuckDB has none)."""
+    for call in reversed(list(tree.find_all(exp.SubstringIndex))):  # innermost first
+        operands = (call.this, call.args["delimiter"], call.args["count"])
+        call.replace(duckdb_expr(_SUBSTRING_INDEX, *operands))
+
+
+def _format_number(x: exp.Expr, places: int) -> exp.Expr:
+    """Spark's format_number(x, places): thousands separated by ',', rounded half to even. A
+    DOUBLE's exact value is rounded, as Java does (DuckDB's `format`); a DECIMAL or an integer
+    is rounded as a decimal and written from its digits (DuckDB's `format` went through a
+    DOUBLE and lost digits past 2^53)."""
+    rounded = f"round_even(__0, {places})"
+    digits = f"CAST(abs({rounded}) AS VARCHAR)"
+    fraction = f" || '.' || rpad(split_part({digits}, '.', 2), {places}, '0')" if places else ""
+    exact = (
+        "CASE WHEN __0 < 0 THEN '-' ELSE '' END "
+        f"|| format('{{:,}}', CAST(trunc(abs({rounded})) AS HUGEINT)){fraction}"
+    )
+    return duckdb_expr(
+        "CASE WHEN __0 IS NULL THEN NULL WHEN typeof(__0) IN ('DOUBLE', 'FLOAT') THEN "
+        "CASE WHEN isnan(__0) THEN 'NaN' WHEN isinf(__0) AND __0 > 0 THEN '∞' "
+        "WHEN isinf(__0) THEN '-∞' "
+        f"ELSE format('{{:,.{places}f}}', CAST(__0 AS DOUBLE)) END ELSE {exact} END",
+        x,
+    )
+
+
+def format_numbers(tree: exp.Expr) -> None:
+    """format_number(x, places) as Spark's (DuckDB has none); fewer than 0 places give NULL.
+    A pattern (`'#,###.#'`) or places not written as a number are refused."""
+    for call in reversed(list(tree.find_all(exp.Anonymous))):  # innermost first
+        if call.name.lower() != "format_number" or len(call.expressions) != 2:
+            continue
+        x, places = call.expressions
+        if isinstance(places, exp.Neg) and places.this.is_int:
+            call.replace(exp.cast(exp.Null(), exp.DataType.Type.TEXT))
+        elif places.is_int:
+            call.replace(_format_number(x, int(places.to_py())))
+        else:
+            raise UserError(
+                f"query: format_number(x, {places.sql(dialect='spark')}): the DuckDB engine "
+                f"takes a number of places written in the query only ({SPARK_HINT})"
+            )

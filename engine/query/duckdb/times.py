@@ -15,7 +15,8 @@
 * `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
   keep the fraction; a DATE minus a DATE is an interval of days (DuckDB's a number), and a DATE
   plus or minus an interval of days, months or years is a DATE (DuckDB's a TIMESTAMP);
-* `to_date` stops at text it cannot read, as Spark's does (sqlglot's gives NULL).
+* `to_date` stops at text it cannot read, as Spark's does (sqlglot's gives NULL), and
+  `try_to_date` (DuckDB has none) gives NULL there.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "dates_plus_days",
     "dates_subtracted",
     "formats",
+    "try_to_dates",
     "unix_seconds",
     "windows",
     "zones",
@@ -262,13 +264,28 @@ def dates_subtracted(tree: exp.Expr) -> None:
 _SECOND = frozenset({"SECOND", "SECONDS", "SEC", "SECS", "S"})
 
 
+_TRIED = "spark_try_to_date"
+
+
+def try_to_dates(tree: exp.Expr) -> None:
+    """try_to_date as to_date that gives NULL for text it cannot read, before the patterns are
+    translated."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "try_to_date" and 1 <= len(call.expressions) <= 2:
+            to_date = exp.func("to_date", *call.expressions, dialect=SparkQuery)
+            to_date.set("safe", True)
+            to_date.meta[_TRIED] = True
+            call.replace(to_date)
+
+
 def dates_like_spark(tree: exp.Expr) -> None:
     """Dates stay DATEs, to_date stops, truncation units, months_between and the second's
     fraction."""
     for date in reversed(list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths, exp.DateFromUnixDate))):
         date.replace(exp.cast(date.copy(), exp.DataType.Type.DATE))
     for to_date in tree.find_all(exp.TsOrDsToDate):
-        to_date.set("safe", None)  # sqlglot's reads Spark's legacy to_date, NULL for bad text
+        if not to_date.meta.get(_TRIED):  # sqlglot reads Spark's legacy to_date, NULL for bad text
+            to_date.set("safe", None)
     for trunc in reversed(list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc))):
         trunc.replace(_spark_trunc(trunc))
     for between in reversed(list(tree.find_all(exp.MonthsBetween))):

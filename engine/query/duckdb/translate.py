@@ -33,9 +33,12 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     times.windows,
     times.unix_seconds,
     times.zones,
+    times.try_to_dates,
     times.formats,
     numbers.stop_at_zero,
     numbers.rounds_of_doubles,
+    numbers.brounds,
+    numbers.tried_arithmetic,
     times.dates_plus_days,
     times.dates_subtracted,
     text.doubles_concatenated,
@@ -46,10 +49,13 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.logarithms,
     aggregates.moments,
     aggregates.quantiles,
+    aggregates.sums,
     arrays.array_functions,
     arrays.sequences,
     text.like_escapes,
     text.substrings,
+    text.substring_indexes,
+    text.format_numbers,
     text.format_strings,
     text.java_text,
     text.regexp_replacements,
@@ -57,7 +63,17 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     arrays.lateral_views,
 )
 # The nodes whose rewrite depends on their operands' types.
-_TYPED = (exp.Round, exp.Add, exp.Sub, exp.GenerateSeries, exp.Bracket, *text.CONCATENATIONS)
+_TYPED = (
+    exp.Round,
+    exp.Anonymous,
+    exp.Reverse,
+    *numbers.TRIED,
+    exp.Add,
+    exp.Sub,
+    exp.GenerateSeries,
+    exp.Bracket,
+    *text.CONCATENATIONS,
+)
 
 
 def to_duckdb_sql(tree: exp.Query, schema: Schema | None = None) -> str:
