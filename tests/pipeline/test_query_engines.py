@@ -202,6 +202,14 @@ QUERIES = [
     "substring_index(concat(customer_id, '.x.y'), '.', 2) AS d, format_number(price * 1000, 1) "
     "AS e, reverse(split(customer_id, '')) AS f, try_sum(quantity) OVER () AS g, "
     "format_number(quantity * 1000, 0) AS h FROM events",
+    # text read into a DATE or TIMESTAMP in Spark's forms only: a year or a year and month is
+    # its first day, '2024/06/01' is no date (DuckDB read it), a time may follow the day
+    "SELECT CAST(concat('2024-0', quantity) AS DATE) AS a, "
+    "try_cast(concat('2024/06/0', quantity) AS DATE) AS b, "
+    "to_date(concat(' 2024-06-0', quantity, 'T10:00 ')) AS c, "
+    "CAST(concat('2024-06-0', quantity, ' 10:00') AS TIMESTAMP) AS d, "
+    "try_to_date(replace(CAST(event_date AS STRING), '-', '/')) AS e, "
+    "timestamp(concat('202', quantity)) AS f FROM events",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

@@ -647,6 +647,9 @@ def test_a_distinct_count_in_a_pivot_is_refused_on_duckdb(count):
         ("CAST('NaN' AS DOUBLE)", "NaN"),
         ("-CAST('Infinity' AS DOUBLE)", "-Infinity"),
         ("CAST(12345678.0 AS FLOAT)", "1.2345678E7"),
+        # a DECIMAL below 1 keeps its 0 (DuckDB wrote .25 for a DECIMAL(2, 2))
+        ("CAST(0.25 AS DECIMAL(2, 2))", "0.25"),
+        ("CAST(-0.5 AS DECIMAL(1, 1))", "-0.5"),
         # what is no DOUBLE is DuckDB's text, as Spark's
         ("12345678.9", "12345678.9"),
         ("12345678", "12345678"),
@@ -766,3 +769,44 @@ def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):
 def test_format_number_with_a_pattern_is_refused(lake):
     with pytest.raises(UserError, match=r"takes a number of places written in the query only"):
         run_duckdb("SELECT format_number(price, '#,###.#') AS f FROM events", lake)
+
+
+@pytest.mark.parametrize(
+    ("call", "value"),
+    [
+        # as Spark printed each (compared once)
+        ("CAST('2024' AS DATE)", dt.date(2024, 1, 1)),
+        ("CAST('2024-6' AS DATE)", dt.date(2024, 6, 1)),
+        ("CAST(' 2024-06-01T10:00:00 ' AS DATE)", dt.date(2024, 6, 1)),
+        ("to_date('2024-06-01 anything')", dt.date(2024, 6, 1)),
+        ("try_cast('2024/06/01' AS DATE)", None),
+        ("try_to_date('2024 06 01')", None),
+        ("CAST('2024-06' AS TIMESTAMP)", dt.datetime(2024, 6, 1, tzinfo=dt.UTC)),
+        ("try_cast('2024/06/01 10:00:00' AS TIMESTAMP)", None),
+    ],
+)
+def test_text_is_read_as_a_date_in_spark_forms_only(lake, call, value):
+    assert rows(f"SELECT {call} AS x", lake) == [(value,)]
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        # DuckDB read these as 2024-06-01
+        ("SELECT CAST('2024/06/01' AS DATE) AS x", "the value '2024/06/01' cannot be cast to DATE"),
+        ("SELECT to_date('2024 06 01') AS x", "the value '2024 06 01' cannot be cast to DATE"),
+        ("SELECT CAST('20240601' AS DATE) AS x", "the value '20240601' cannot be cast to DATE"),
+        (
+            "SELECT CAST('2024/06/01 10:00:00' AS TIMESTAMP) AS x",
+            "the value '2024/06/01 10:00:00' cannot be cast to TIMESTAMP",
+        ),
+        # sqlglot wrote a cast for the pattern 'yyyy-MM-dd', which read the text after the day
+        (
+            "SELECT to_date('2024-06-01 10:00', 'yyyy-MM-dd') AS x",
+            'Could not parse string "2024-06-01 10:00"',
+        ),
+    ],
+)
+def test_text_spark_cannot_read_as_a_date_stops(lake, sql, error):
+    with pytest.raises(UserError, match=re.escape(error)):
+        run_duckdb(sql, lake)

@@ -11,6 +11,8 @@
   shortest decimal form half up, as `round` does;
 * a DOUBLE or FLOAT cast to text is written as Java writes it, as Spark does: in decimals from
   0.001 up to 10,000,000 and as `1.0E10` outside (DuckDB: decimals up to 1e16, then `1e+16`);
+* text cast to a DATE or TIMESTAMP must be in Spark's forms (`2024`, `2024-6`, `2024-06-01`
+  and a time after a space or `T`), where DuckDB also read `2024/06/01`;
 * `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
 * a logarithm of a value (or base) not above 0 is NULL (DuckDB: -Infinity, or an error);
 * `round` of a DOUBLE rounds its shortest decimal form half up (0.285 to 0.29; DuckDB rounds
@@ -141,9 +143,12 @@ _JAVA_TEXT = _as_java_writes()
 
 
 def _spark_text(x: exp.Expr) -> exp.Expr:
-    """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it."""
+    """Spark's CAST of `x` to text: DuckDB's, but a DOUBLE or FLOAT as Java writes it, and a
+    DECIMAL below 1 with its 0 (DuckDB wrote `.50` for a DECIMAL(2, 2))."""
     return duckdb_expr(
-        f"CASE WHEN {_FLOATING} THEN {_JAVA_TEXT} ELSE CAST(__0 AS VARCHAR) END",
+        f"CASE WHEN {_FLOATING} THEN {_JAVA_TEXT} WHEN typeof(__0) LIKE 'DECIMAL%' "
+        r"THEN regexp_replace(CAST(__0 AS VARCHAR), '^(-?)\.', '\10.') "
+        "ELSE CAST(__0 AS VARCHAR) END",
         x,
     )
 
@@ -162,6 +167,52 @@ def _spark_decimal(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     )
 
 
+def _malformed(cast: exp.Cast, *, safe: bool) -> str:
+    """DuckDB SQL for what a cast gives for text `__0` it cannot read: NULL for try_cast, else
+    a stop naming the value and the type, as Spark's."""
+    if safe:
+        return "NULL"
+    head = exp.Literal.string("the value '").sql(dialect="duckdb")
+    tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
+    tail = exp.Literal.string(tail).sql(dialect="duckdb")
+    return f"error(concat({head}, CAST(__0 AS VARCHAR), {tail}))"
+
+
+# Text as Spark reads it into a DATE or TIMESTAMP: trimmed, a year, then `-` month, then `-`
+# day, then (after the day) ' ' or 'T' and anything; DuckDB also read '2024/06/01' and
+# '2024 06 01', and not '2024' or '2024-06' (January, the first).
+_TRIMMED = r"regexp_replace(CAST(__0 AS VARCHAR), '^\s+|\s+$', '', 'g')"
+_DATE_FORMS = r"[+-]?\d{4,7}(-\d{1,2}(-\d{1,2}([ T].*)?)?)?"
+# A time of day alone is today's on Spark: DuckDB's cast stops there, with the hint.
+_TIMESTAMP_FORMS = _DATE_FORMS + r"|T?\d{1,2}:.*"
+_YEAR_MONTH = f"regexp_extract({_TRIMMED}, '^[+-]?\\d+(-\\d{{1,2}})?$')"
+_FIRST_DAY = (
+    f"CASE WHEN {_YEAR_MONTH} = '' THEN NULL WHEN contains(ltrim({_YEAR_MONTH}, '+-'), '-') "
+    f"THEN {_YEAR_MONTH} || '-01' ELSE {_YEAR_MONTH} || '-01-01' END"
+)
+_DAY = f"coalesce({_FIRST_DAY}, regexp_extract({_TRIMMED}, '^[+-]?\\d+-\\d{{1,2}}-\\d{{1,2}}'))"
+_TIMES = frozenset(
+    exp.DataType.Type[t] for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ")
+)
+
+
+def _spark_time(cast: exp.Cast, *, safe: bool) -> exp.Expr:
+    """Spark's cast of text to a DATE or TIMESTAMP: its forms only (`_DATE_FORMS`), a year or a
+    year and month the first day of it; what is no text is DuckDB's cast."""
+    to = cast.to.sql(dialect="duckdb")
+    convert = "TRY_CAST" if safe else "CAST"
+    date = cast.to.this == exp.DataType.Type.DATE
+    read = _DAY if date else f"coalesce({_FIRST_DAY}, {_TRIMMED})"
+    forms = _DATE_FORMS if date else _TIMESTAMP_FORMS
+    return duckdb_expr(
+        f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CASE "
+        f"WHEN NOT regexp_full_match({_TRIMMED}, '{forms}') THEN {_malformed(cast, safe=safe)} "
+        f"ELSE {convert}({read} AS {to}) END "
+        f"ELSE {convert}(__0 AS {to}) END",
+        cast.this,
+    )
+
+
 def _spark_cast(cast: exp.Cast) -> exp.Expr:
     """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
     take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
@@ -172,18 +223,17 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
         return _spark_text(cast.this)
     if cast.to.this == exp.DataType.Type.DECIMAL:
         return _spark_decimal(cast, safe=safe)
+    if cast.to.this in _TIMES:
+        return _spark_time(cast, safe=safe)
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
     to = cast.to.sql(dialect="duckdb")
     convert = "TRY_CAST" if safe else "CAST"
     text = "CAST(__0 AS VARCHAR)"
-    head = exp.Literal.string("the value '").sql(dialect="duckdb")
-    tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
-    tail = exp.Literal.string(tail).sql(dialect="duckdb")
-    malformed = "NULL" if safe else f"error(concat({head}, {text}, {tail}))"
     return duckdb_expr(
         f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CASE "
-        rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') THEN {malformed} "
+        rf"WHEN NOT regexp_full_match({text}, '\s*[+-]?[0-9]+\s*') "
+        f"THEN {_malformed(cast, safe=safe)} "
         f"ELSE {convert}(trim({text}) AS {to}) END "
         f"WHEN {_FLOATING} "
         f"THEN {convert}(trunc(CAST(__0 AS DOUBLE)) AS {to}) "

@@ -1,10 +1,10 @@
 """Text as Spark handles it: `LIKE` escapes with `\\`, `substring(s, 0, n)` reads the 0 as 1,
 `format_string` is printf-style (stopping at a NULL argument, which Spark prints as 'null';
 a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), a
-DOUBLE or FLOAT concatenated is cast to text first, so that it reads as Spark writes it, and
-`url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`), as is the replacement of
-`regexp_replace` (`$1` for a group, where DuckDB reads `\\1`); `substring_index` and
-`format_number`, which DuckDB lacks, are written in its SQL."""
+DOUBLE, FLOAT or DECIMAL concatenated is cast to text first, so that it reads as Spark
+writes it, and `url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`), as is
+the replacement of `regexp_replace` (`$1` for a group, where DuckDB reads `\\1`);
+`substring_index` and `format_number`, which DuckDB lacks, are written in its SQL."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ __all__ = [
     "CONCATENATIONS",
     "FORMAT_NULL",
     "URL_UNDECODABLE",
-    "doubles_concatenated",
     "format_numbers",
     "format_strings",
     "java_text",
     "like_escapes",
+    "numbers_concatenated",
     "regexp_replacements",
     "substring_indexes",
     "substrings",
@@ -34,7 +34,10 @@ URL_UNDECODABLE = "The provided URL cannot be decoded"
 
 #: The nodes of Spark's concatenations: concat(...), `a || b`, concat_ws(sep, ...).
 CONCATENATIONS: tuple[type[exp.Expr], ...] = (exp.Concat, exp.DPipe, exp.ConcatWs)
-_FLOATING = frozenset({exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT})
+# The types DuckDB writes otherwise than Spark when it concatenates them.
+_WRITTEN_OTHERWISE = frozenset(
+    {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL}
+)
 
 
 def _operands(call: exp.Expr) -> list[tuple[str, int, exp.Expr]]:
@@ -44,12 +47,13 @@ def _operands(call: exp.Expr) -> list[tuple[str, int, exp.Expr]]:
     return [("expressions", place, e) for place, e in enumerate(call.expressions)]
 
 
-def doubles_concatenated(tree: exp.Expr) -> None:
-    """A DOUBLE or FLOAT concatenated cast to text first, for the casts to write it as Spark
-    does (DuckDB wrote 1e10 as 10000000000.0, Spark 1.0E10), where sqlglot could tell it."""
+def numbers_concatenated(tree: exp.Expr) -> None:
+    """A DOUBLE, FLOAT or DECIMAL concatenated cast to text first, for the casts to write it as
+    Spark does (DuckDB wrote 1e10 as 10000000000.0, Spark 1.0E10; a DECIMAL(2, 2) 0.25 as .25),
+    where sqlglot could tell it."""
     for call in list(tree.find_all(*CONCATENATIONS)):
         for name, place, operand in _operands(call):
-            if operand_type(call, name, place) in _FLOATING:
+            if operand_type(call, name, place) in _WRITTEN_OTHERWISE:
                 operand.replace(exp.cast(operand.copy(), exp.DataType.Type.TEXT))
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "dates_plus_days",
     "dates_subtracted",
     "formats",
+    "to_dates",
     "try_to_dates",
     "unix_seconds",
     "windows",
@@ -278,14 +279,30 @@ def try_to_dates(tree: exp.Expr) -> None:
             call.replace(to_date)
 
 
+def to_dates(tree: exp.Expr) -> None:
+    """to_date(s) as Spark's: a cast to DATE, which the casts then make Spark's (sqlglot read the
+    legacy one, NULL for text it cannot read); to_date(s, pattern) a parse by the pattern, all
+    of the text (sqlglot wrote a cast for 'yyyy-MM-dd', which read '2024-06-01 10:00'). Both stop
+    at text they cannot read, and try_to_date gives NULL there."""
+    for to_date in reversed(list(tree.find_all(exp.TsOrDsToDate))):  # innermost first
+        safe = bool(to_date.meta.get(_TRIED))
+        pattern = to_date.args.get("format")
+        if pattern is None:
+            day = exp.DataType.build("DATE")
+            to_date.replace(exp.TryCast(this=to_date.this, to=day, safe=safe or None))
+        else:
+            parse = "try_strptime" if safe else "strptime"
+            parsed = (  # a time or date is no text: Spark ignores the pattern
+                f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CAST({parse}(CAST(__0 AS VARCHAR), __1) "
+                "AS DATE) ELSE CAST(__0 AS DATE) END"
+            )
+            to_date.replace(duckdb_expr(parsed, to_date.this, pattern))
+
+
 def dates_like_spark(tree: exp.Expr) -> None:
-    """Dates stay DATEs, to_date stops, truncation units, months_between and the second's
-    fraction."""
+    """Dates stay DATEs, truncation units, months_between and the second's fraction."""
     for date in reversed(list(tree.find_all(exp.TsOrDsAdd, exp.AddMonths, exp.DateFromUnixDate))):
         date.replace(exp.cast(date.copy(), exp.DataType.Type.DATE))
-    for to_date in tree.find_all(exp.TsOrDsToDate):
-        if not to_date.meta.get(_TRIED):  # sqlglot reads Spark's legacy to_date, NULL for bad text
-            to_date.set("safe", None)
     for trunc in reversed(list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc))):
         trunc.replace(_spark_trunc(trunc))
     for between in reversed(list(tree.find_all(exp.MonthsBetween))):
