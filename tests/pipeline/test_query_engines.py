@@ -210,6 +210,11 @@ QUERIES = [
     "CAST(concat('2024-06-0', quantity, ' 10:00') AS TIMESTAMP) AS d, "
     "try_to_date(replace(CAST(event_date AS STRING), '-', '/')) AS e, "
     "timestamp(concat('202', quantity)) AS f FROM events",
+    # date_part('dow') counts from Sunday 1 (DuckDB's from 0), to_utc_timestamp of a literal
+    # reads it in the zone (DuckDB shifted a TIMESTAMPTZ the other way)
+    "SELECT date_part('dow', event_date) AS a, date_part('DAYOFWEEK', DATE '2024-06-02') AS b, "
+    "to_utc_timestamp(TIMESTAMP '2024-06-01 10:00:00', 'America/New_York') AS c, "
+    "to_utc_timestamp(event_time, 'Asia/Kolkata') AS d FROM events",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

@@ -810,3 +810,16 @@ def test_text_is_read_as_a_date_in_spark_forms_only(lake, call, value):
 def test_text_spark_cannot_read_as_a_date_stops(lake, sql, error):
     with pytest.raises(UserError, match=re.escape(error)):
         run_duckdb(sql, lake)
+
+
+def test_whole_numbers_and_decimals_have_spark_types(lake):
+    # DuckDB's ceil and floor are DOUBLEs (9.0 printed where Spark prints 9), and sqlglot took
+    # 0.125 for a DOUBLE where Spark reads a DECIMAL
+    sql = (
+        "SELECT floor(price) AS a, ceil(1.2D) AS b, floor(quantity) AS c, round(0.125, 2) AS d, "
+        "bround(0.125, 2) AS e FROM events WHERE price = 9.99 LIMIT 1"
+    )
+    types = run_duckdb(sql, lake).schema.types  # Spark's: three int64, two decimal128(3, 2)
+    assert [str(t) for t in types[:3]] == ["int64"] * 3
+    assert all(pa.types.is_decimal(t) and t.scale == 2 for t in types[3:])
+    assert rows(sql, lake) == [(9, 2, 1, Decimal("0.13"), Decimal("0.12"))]

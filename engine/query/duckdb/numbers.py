@@ -18,6 +18,7 @@
 * `round` of a DOUBLE rounds its shortest decimal form half up (0.285 to 0.29; DuckDB rounds
   the binary value, 0.28), and `bround` half to even (0.295 to 0.3), where sqlglot can tell
   the type from the tables';
+* `ceil` and `floor` of a DOUBLE or an integer are BIGINTs (DuckDB's are DOUBLEs);
 * `try_add`, `try_subtract` and `try_multiply` (DuckDB has none) of integers give NULL where
   the result overflows its type, where sqlglot can tell the operands' types.
 """
@@ -43,6 +44,7 @@ __all__ = [
     "rounds_of_doubles",
     "stop_at_zero",
     "tried_arithmetic",
+    "whole_numbers",
 ]
 
 DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
@@ -298,6 +300,16 @@ def rounds_of_doubles(tree: exp.Expr) -> None:
     for call in reversed(list(tree.find_all(exp.Round))):  # innermost first
         if operand_type(call, "this") == exp.DataType.Type.DOUBLE:
             call.replace(_round_double(call.this, call.args.get("decimals"), "round"))
+
+
+def whole_numbers(tree: exp.Expr) -> None:
+    """ceil and floor of a DOUBLE, FLOAT or integer are BIGINTs, as Spark's (DuckDB's are
+    DOUBLEs: 9.0 where Spark prints 9), where sqlglot could tell the operand's type."""
+    kinds = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, *_INTEGRAL}
+    for call in reversed(list(tree.find_all(exp.Ceil, exp.Floor))):  # innermost first
+        if not call.args.get("decimals") and operand_type(call, "this") in kinds:
+            name = "ceil" if isinstance(call, exp.Ceil) else "floor"
+            call.replace(duckdb_expr(f"CAST({name}(__0) AS BIGINT)", call.this))
 
 
 def brounds(tree: exp.Expr) -> None:

@@ -103,7 +103,8 @@ def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
     if isinstance(node, exp.AtTimeZone):  # the UTC time's wall clock in zone, as a UTC time
         shifted = "CAST(CAST(__0 AS TIMESTAMPTZ) AT TIME ZONE __1 AS TIMESTAMPTZ)"
         return duckdb_expr(shifted, *operands)
-    return duckdb_expr("__0 AT TIME ZONE __1", *operands)  # the wall clock read in zone
+    # the UTC wall clock read in zone: a TIMESTAMPTZ (a literal) would be shifted the other way
+    return duckdb_expr("CAST(__0 AS TIMESTAMP) AT TIME ZONE __1", *operands)
 
 
 def zones(tree: exp.Expr) -> None:
@@ -177,10 +178,19 @@ def formats(tree: exp.Expr) -> None:
         fmt.replace(exp.Literal.string(_duckdb_format(pattern)))
 
 
+_DAY_OF_WEEK = ("DOW", "DAYOFWEEK")
+
+
 def count_days_like_spark(tree: exp.Expr) -> None:
-    """`dayofweek` and `extract(DOW ...)` from 1 (Sunday), `weekday` from 0 (Monday)."""
+    """`dayofweek`, `extract(DOW ...)` and `date_part('dow', ...)` from 1 (Sunday), `weekday`
+    from 0 (Monday)."""
+    for part in list(tree.find_all(exp.Anonymous)):  # date_part is Spark's extract
+        if part.name.lower() == "date_part" and len(part.expressions) == 2:
+            unit, day = part.expressions
+            if unit.is_string and unit.name.upper() in _DAY_OF_WEEK:
+                part.replace(exp.Extract(this=exp.var(unit.name.upper()), expression=day))
     for day in list(tree.find_all(exp.DayOfWeek, exp.Extract)):
-        if isinstance(day, exp.Extract) and day.name.upper() not in ("DOW", "DAYOFWEEK"):
+        if isinstance(day, exp.Extract) and day.name.upper() not in _DAY_OF_WEEK:
             continue
         day.replace(exp.Paren(this=exp.Add(this=day.copy(), expression=exp.Literal.number(1))))
     for call in list(tree.find_all(exp.Anonymous)):
