@@ -215,6 +215,11 @@ QUERIES = [
     "SELECT date_part('dow', event_date) AS a, date_part('DAYOFWEEK', DATE '2024-06-02') AS b, "
     "to_utc_timestamp(TIMESTAMP '2024-06-01 10:00:00', 'America/New_York') AS c, "
     "to_utc_timestamp(event_time, 'Asia/Kolkata') AS d FROM events",
+    # a rewrite that stops the query (a zero divisor, a sum past BIGINT) in a window's ORDER BY
+    # or PARTITION BY (DuckDB refuses its volatile error() there)
+    "SELECT customer_id, sum(quantity) AS s, rank() OVER (ORDER BY sum(quantity) DESC) AS r, "
+    "rank() OVER (PARTITION BY CAST(sum(quantity) AS INT) ORDER BY max(price) / 2) AS p "
+    "FROM events GROUP BY customer_id ORDER BY customer_id",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
+from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr
 
 __all__ = ["SUM_OVERFLOW", "moments", "pivots", "quantiles", "sums"]
 
@@ -115,7 +115,7 @@ def sums(tree: exp.Expr) -> None:
     there)."""
     for total in reversed(list(tree.find_all(exp.Sum))):  # innermost first
         if not total.find_ancestor(exp.Pivot):
-            _guard(total, f"error({exp.Literal.string(SUM_OVERFLOW).sql(dialect='duckdb')})")
+            _guard(total, f"{STOP}({exp.Literal.string(SUM_OVERFLOW).sql(dialect='duckdb')})")
     # after the above, whose Sums these are not
     for call in reversed(list(tree.find_all(exp.Anonymous))):
         name = call.name.lower()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import duckdb_expr, is_duckdb_own
+from engine.query.duckdb.sql import STOP, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "OUT_OF_BOUNDS",
@@ -113,7 +113,7 @@ def _spark_sequence(call: exp.GenerateSeries) -> exp.Expr:
         series = f"list_transform({series}, lambda __t: CAST(__t AS DATE))"
     said = f"'{SEQUENCE_BOUNDARIES}: ' || __0 || ' to ' || __1 || ' by ' || __2"
     if step is not None:  # Spark's never is empty: its first is `start`
-        series = f"CASE WHEN len({series}) = 0 THEN error({said}) ELSE {series} END"
+        series = f"CASE WHEN len({series}) = 0 THEN {STOP}({said}) ELSE {series} END"
     operands = [call.args["start"], call.args["end"], *([step] if step is not None else [])]
     return duckdb_expr(series, *operands)
 
@@ -126,7 +126,7 @@ def sequences(tree: exp.Expr) -> None:
 
 def _past_the_end(safe_call: str) -> str:
     return (
-        f"error('the index ' || __1 || ' {OUT_OF_BOUNDS}: the array has ' || len(__0) || "
+        f"{STOP}('the index ' || __1 || ' {OUT_OF_BOUNDS}: the array has ' || len(__0) || "
         f"' elements ({safe_call} gives NULL instead)')"
     )
 
@@ -136,7 +136,7 @@ _FROM_ZERO = (
     f"CASE WHEN __1 < 0 OR __1 >= len(__0) THEN {_past_the_end('get(a, i)')} ELSE __0[__1 + 1] END"
 )
 _FROM_ONE = (
-    f"CASE WHEN __1 = 0 THEN error('the index 0 {OUT_OF_BOUNDS}: element_at counts from 1') "
+    f"CASE WHEN __1 = 0 THEN {STOP}('the index 0 {OUT_OF_BOUNDS}: element_at counts from 1') "
     f"WHEN abs(__1) > len(__0) THEN {_past_the_end('try_element_at(a, i)')} ELSE __0[__1] END"
 )
 

@@ -30,7 +30,7 @@ from sqlglot import exp
 
 from engine.errors import UserError
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
+from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "CAST_MALFORMED",
@@ -63,7 +63,7 @@ def _stop_at_zero(op: exp.Div | exp.Mod | exp.IntDiv) -> exp.Expr:
         exp.Not(this=exp.Is(this=exp.Paren(this=op.this.copy()), expression=exp.Null())),
     )
     said = REMAINDER_BY_ZERO if isinstance(op, exp.Mod) else DIVIDE_BY_ZERO
-    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(said)])
+    stop = exp.Anonymous(this=STOP, expressions=[exp.Literal.string(said)])
     return exp.Case().when(zero, stop).else_(plain)
 
 
@@ -177,7 +177,7 @@ def _malformed(cast: exp.Cast, *, safe: bool) -> str:
     head = exp.Literal.string("the value '").sql(dialect="duckdb")
     tail = f"' cannot be cast to {cast.to.sql(dialect='spark')} {CAST_MALFORMED}"
     tail = exp.Literal.string(tail).sql(dialect="duckdb")
-    return f"error(concat({head}, CAST(__0 AS VARCHAR), {tail}))"
+    return f"{STOP}(concat({head}, CAST(__0 AS VARCHAR), {tail}))"
 
 
 # Text as Spark reads it into a DATE or TIMESTAMP: trimmed, a year, then `-` month, then `-`

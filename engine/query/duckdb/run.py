@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+from duckdb.sqltypes import SQLNULL, VARCHAR
 
 from engine.errors import UserError, first_line
 from engine.lake import LATEST, Snapshot
@@ -23,7 +24,7 @@ from engine.query.duckdb.aggregates import SUM_OVERFLOW
 from engine.query.duckdb.arrays import OUT_OF_BOUNDS, SEQUENCE_BOUNDARIES
 from engine.query.duckdb.inferred import schema_of
 from engine.query.duckdb.numbers import CAST_MALFORMED, DIVIDE_BY_ZERO, REMAINDER_BY_ZERO
-from engine.query.duckdb.sql import SPARK_HINT
+from engine.query.duckdb.sql import SPARK_HINT, STOP
 from engine.query.duckdb.text import URL_UNDECODABLE
 from engine.query.duckdb.translate import to_duckdb_sql
 from engine.query.functions import check_bare_names
@@ -80,11 +81,24 @@ _AS_ON_SPARK = (
 )
 
 
+def _stop(message: str | None) -> None:
+    raise ValueError(message)
+
+
+# How DuckDB words a failure of `_stop`, before its message.
+_STOPPED = re.compile(r"Python exception occurred while executing the UDF: ValueError: ")
+
+
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with these Arrow tables registered under their names, in UTC,
-    without file-system access or extension loading, and with its configuration locked."""
+    """An in-memory DuckDB with these Arrow tables registered under their names, in UTC, with
+    the rewrites' `STOP`, without file-system access or extension loading, and with its
+    configuration locked."""
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
+    # Not volatile, unlike DuckDB's error(), and called for a NULL message too.
+    con.create_function(
+        STOP, _stop, [VARCHAR], SQLNULL, null_handling="special", side_effects=False
+    )
     for name, data in tables.items():
         con.register(name, data)
     con.execute("SET autoinstall_known_extensions = false")
@@ -104,7 +118,7 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     try:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
     except duckdb.Error as err:
-        first = first_line(err)
+        first = _STOPPED.sub("", first_line(err))
         # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
         misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
         same_on_spark = misnamed or any(stop in first for stop in _AS_ON_SPARK)

@@ -9,10 +9,14 @@ import re
 import sqlglot
 from sqlglot import exp
 
-__all__ = ["SPARK_HINT", "duckdb_expr", "is_duckdb_own"]
+__all__ = ["SPARK_HINT", "STOP", "duckdb_expr", "is_duckdb_own"]
 
 #: Ends a refusal, or an error of DuckDB's, where Spark would give the answer.
 SPARK_HINT = "try --engine spark"
+#: The function the rewrites stop a query with, as Spark stops, registered by `run.connect`:
+#: DuckDB's own `error()` is volatile, which DuckDB refuses in a window's PARTITION BY and
+#: ORDER BY (`rank() OVER (ORDER BY sum(x))`) and inside `try()`.
+STOP = "spark_stop"
 
 _OWN = "duckdb_own"
 _OPERAND = re.compile(r"__(\d+)")

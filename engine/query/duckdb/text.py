@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from engine.errors import UserError
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
+from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "CONCATENATIONS",
@@ -109,7 +109,7 @@ def _format_string(call: exp.Format) -> exp.Expr:
     the pattern back as it was); a NULL argument, which Spark prints as 'null', stops it."""
     args = [call.this, *call.expressions]
     printf = exp.Anonymous(this="printf", expressions=[a.copy() for a in args])
-    stop = exp.Anonymous(this="error", expressions=[exp.Literal.string(FORMAT_NULL)])
+    stop = exp.Anonymous(this=STOP, expressions=[exp.Literal.string(FORMAT_NULL)])
     null = exp.or_(*(exp.Is(this=exp.Paren(this=a.copy()), expression=exp.Null()) for a in args))
     return exp.Case().when(null, stop).else_(printf)
 
@@ -130,7 +130,7 @@ _DECODED = "url_decode(replace(__0, '+', ' '))"
 _DECODABLE = "regexp_full_match(__0, '([^%]|%[0-9A-Fa-f]{2})*')"
 _JAVA_TEXT: dict[type[exp.Expr] | str, str] = {
     "url_encode": "replace(replace(replace(url_encode(__0), '%20', '+'), '%2A', '*'), '~', '%7E')",
-    "url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} ELSE error({_UNDECODABLE}) END",
+    "url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} ELSE {STOP}({_UNDECODABLE}) END",
     "try_url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} END",
     exp.Upper: "upper(replace(__0, 'ß', 'ss'))",
 }
