@@ -220,6 +220,9 @@ QUERIES = [
     "SELECT customer_id, sum(quantity) AS s, rank() OVER (ORDER BY sum(quantity) DESC) AS r, "
     "rank() OVER (PARTITION BY CAST(sum(quantity) AS INT) ORDER BY max(price) / 2) AS p "
     "FROM events GROUP BY customer_id ORDER BY customer_id",
+    # to_json leaves a struct's NULL fields out (DuckDB wrote "p":null), a map's in
+    "SELECT to_json(named_struct('c', customer_id, 'p', price, 'q', quantity)) AS j, "
+    "to_json(map('q', quantity)) AS m FROM events",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

@@ -2,9 +2,10 @@
 `format_string` is printf-style (stopping at a NULL argument, which Spark prints as 'null';
 a tie in `%.Nf` rounds to even, `%.1f` of 1.25 is 1.2 where Spark's Java gives 1.3), a
 DOUBLE, FLOAT or DECIMAL concatenated is cast to text first, so that it reads as Spark
-writes it, and `url_encode`, `url_decode` and `upper('ß')` are Java's (`_JAVA_TEXT`), as is
-the replacement of `regexp_replace` (`$1` for a group, where DuckDB reads `\\1`);
-`substring_index` and `format_number`, which DuckDB lacks, are written in its SQL."""
+writes it, and `url_encode`, `url_decode`, `upper('ß')` and `to_json` are Java's
+(`_JAVA_TEXT`), as is the replacement of `regexp_replace` (`$1` for a group, where DuckDB
+reads `\\1`); `substring_index` and `format_number`, which DuckDB lacks, are written in its
+SQL."""
 
 from __future__ import annotations
 
@@ -133,15 +134,19 @@ _JAVA_TEXT: dict[type[exp.Expr] | str, str] = {
     "url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} ELSE {STOP}({_UNDECODABLE}) END",
     "try_url_decode": f"CASE WHEN {_DECODABLE} THEN {_DECODED} END",
     exp.Upper: "upper(replace(__0, 'ß', 'ss'))",
+    # a struct's NULL fields are left out, at any depth (DuckDB wrote `"b":null`); a map's
+    # are kept, as Spark keeps them (not in a map inside a struct, which this strips)
+    exp.JSONFormat: "CAST(CASE WHEN typeof(__0) LIKE 'MAP%' THEN to_json(__0) "
+    "ELSE json_strip_nulls(to_json(__0)) END AS VARCHAR)",
 }
 
 
 def java_text(tree: exp.Expr) -> None:
     """The functions of `_JAVA_TEXT` as Spark computes them."""
-    for call in reversed(list(tree.find_all(exp.Upper, exp.Anonymous))):  # innermost first
+    for call in reversed(list(tree.find_all(exp.Upper, exp.JSONFormat, exp.Anonymous))):
         name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
-        operands = [call.this] if isinstance(call, exp.Upper) else call.expressions
-        if name in _JAVA_TEXT and len(operands) == 1:
+        operands = call.expressions if isinstance(call, exp.Anonymous) else [call.this]
+        if name in _JAVA_TEXT and len(operands) == 1 and not call.args.get("options"):
             call.replace(duckdb_expr(_JAVA_TEXT[name], *operands))
 
 
