@@ -760,6 +760,14 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("format_number(CAST('Infinity' AS DOUBLE), 1)", "∞"),
         ("format_number(1.5D, -1)", None),
         ("reverse(array(1, 2, 3))", [3, 2, 1]),
+        ("timestamp_seconds(1717236000)", dt.datetime(2024, 6, 1, 10, tzinfo=dt.UTC)),
+        ("timestamp_millis(1717236000123)", dt.datetime(2024, 6, 1, 10, 0, 0, 123000, dt.UTC)),
+        ("timestamp_micros(1717236000123456)", dt.datetime(2024, 6, 1, 10, 0, 0, 123456, dt.UTC)),
+        # rounded down, as Spark's (sqlglot's cast rounded DuckDB's epoch to 1717236001)
+        ("unix_seconds(TIMESTAMP '2024-06-01 10:00:00.75')", 1717236000),
+        ("nanvl(CAST('NaN' AS DOUBLE), 1D)", 1.0),
+        ("negative(5)", -5),
+        ("positive(-1.5)", Decimal("-1.5")),
     ],
 )
 def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):

@@ -19,6 +19,7 @@
   the binary value, 0.28), and `bround` half to even (0.295 to 0.3), where sqlglot can tell
   the type from the tables';
 * `ceil` and `floor` of a DOUBLE or an integer are BIGINTs (DuckDB's are DOUBLEs);
+* `nanvl`, `negative` and `positive` (DuckDB has none) are written in its SQL;
 * `try_add`, `try_subtract` and `try_multiply` (DuckDB has none) of integers give NULL where
   the result overflows its type, where sqlglot can tell the operands' types.
 """
@@ -42,6 +43,7 @@ __all__ = [
     "logarithms",
     "refuse_other_hashes",
     "rounds_of_doubles",
+    "signs",
     "stop_at_zero",
     "tried_arithmetic",
     "whole_numbers",
@@ -300,6 +302,19 @@ def rounds_of_doubles(tree: exp.Expr) -> None:
     for call in reversed(list(tree.find_all(exp.Round))):  # innermost first
         if operand_type(call, "this") == exp.DataType.Type.DOUBLE:
             call.replace(_round_double(call.this, call.args.get("decimals"), "round"))
+
+
+def signs(tree: exp.Expr) -> None:
+    """nanvl, negative and positive (DuckDB has none)."""
+    for nanvl in reversed(list(tree.find_all(exp.Nanvl))):  # innermost first
+        nanvl.replace(
+            duckdb_expr("CASE WHEN isnan(__0) THEN __1 ELSE __0 END", nanvl.this, nanvl.expression)
+        )
+    for negative in reversed(list(tree.find_all(exp.Negative))):
+        negative.replace(duckdb_expr("-__0", negative.this))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "positive" and len(call.expressions) == 1:
+            call.replace(exp.Paren(this=call.expressions[0]))
 
 
 def whole_numbers(tree: exp.Expr) -> None:

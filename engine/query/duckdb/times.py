@@ -15,6 +15,8 @@
 * `months_between` counts the time of day, `extract(SECOND ...)` and `date_part('second', ...)`
   keep the fraction; a DATE minus a DATE is an interval of days (DuckDB's a number), and a DATE
   plus or minus an interval of days, months or years is a DATE (DuckDB's a TIMESTAMP);
+* `timestamp_seconds`, `timestamp_millis` and `timestamp_micros` (DuckDB has none) are
+  written in its SQL, and `unix_seconds` rounds down;
 * `to_date` stops at text it cannot read, as Spark's does (sqlglot's gives NULL), and
   `try_to_date` (DuckDB has none) gives NULL there.
 """
@@ -37,6 +39,7 @@ __all__ = [
     "dates_like_spark",
     "dates_plus_days",
     "dates_subtracted",
+    "epochs",
     "formats",
     "to_dates",
     "try_to_dates",
@@ -105,6 +108,25 @@ def _shift_zone(node: exp.AtTimeZone | exp.FromTimeZone) -> exp.Expr:
         return duckdb_expr(shifted, *operands)
     # the UTC wall clock read in zone: a TIMESTAMPTZ (a literal) would be shifted the other way
     return duckdb_expr("CAST(__0 AS TIMESTAMP) AT TIME ZONE __1", *operands)
+
+
+# Spark's functions of epoch seconds, milliseconds and microseconds that DuckDB lacks, by name.
+_FROM_EPOCH = {
+    "timestamp_seconds": "to_timestamp(__0)",
+    "timestamp_millis": "epoch_ms(CAST(__0 AS BIGINT))",
+    "timestamp_micros": "make_timestamp(CAST(__0 AS BIGINT))",
+}
+
+
+def epochs(tree: exp.Expr) -> None:
+    """timestamp_seconds, timestamp_millis and timestamp_micros (DuckDB has none), and
+    unix_seconds rounded down, as Spark's (sqlglot's cast of DuckDB's epoch rounded 0.5 up)."""
+    for call in reversed(list(tree.find_all(exp.Anonymous))):  # innermost first
+        template = _FROM_EPOCH.get(call.name.lower())
+        if template and len(call.expressions) == 1:
+            call.replace(duckdb_expr(template, call.expressions[0]))
+    for seconds in reversed(list(tree.find_all(exp.UnixSeconds))):
+        seconds.replace(duckdb_expr("CAST(floor(epoch(__0)) AS BIGINT)", seconds.this))
 
 
 def zones(tree: exp.Expr) -> None:
