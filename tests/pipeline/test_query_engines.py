@@ -223,6 +223,8 @@ QUERIES = [
     # to_json leaves a struct's NULL fields out (DuckDB wrote "p":null), a map's in
     "SELECT to_json(named_struct('c', customer_id, 'p', price, 'q', quantity)) AS j, "
     "to_json(map('q', quantity)) AS m FROM events",
+    # LATERAL VIEW posexplode gives each element's place from 0 (DuckDB put the element there)
+    "SELECT id, p, x FROM tags LATERAL VIEW OUTER posexplode(tags) t AS p, x ORDER BY id, p",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

@@ -11,7 +11,8 @@
   dates or times, and is DATEs from DATEs (DuckDB's are times); a step away from `b` stops the
   query, as on Spark (DuckDB's was empty);
 * `LATERAL VIEW [OUTER] explode(...)` is `CROSS JOIN UNNEST` (`LEFT JOIN ... ON TRUE` when
-  OUTER, keeping rows with an empty or NULL array as Spark does).
+  OUTER, keeping rows with an empty or NULL array as Spark does), and `posexplode` a join of
+  the elements with their places from 0 (DuckDB put the elements in the place column).
 """
 
 from __future__ import annotations
@@ -155,16 +156,34 @@ def indexes(tree: exp.Expr) -> None:
         bracket.replace(duckdb_expr(template, bracket.this, bracket.expressions[0]))
 
 
+def _positions(lateral: exp.Lateral) -> exp.Expr:
+    """posexplode(a) as a subquery of each element with its place from 0, its columns named as
+    the view names them (`pos` and `col` unless named)."""
+    alias = lateral.args.get("alias")
+    names = [c.name for c in alias.columns] if alias and alias.columns else []
+    pos, col = (exp.to_identifier(n).sql(dialect="duckdb") for n in (names or ["pos", "col"]))
+    rows = duckdb_expr(
+        f"(SELECT unnest(generate_series(0, len(__0) - 1)) AS {pos}, unnest(__0) AS {col})",
+        lateral.this.this,
+    )
+    name = alias.this if alias and alias.this else None
+    return exp.Subquery(this=rows.this, alias=name and exp.TableAlias(this=name.copy()))
+
+
 def lateral_views(tree: exp.Expr) -> None:
-    """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE]."""
+    """LATERAL VIEW [OUTER] explode(a) t AS x  ->  CROSS|LEFT JOIN UNNEST(a) AS t(x) [ON TRUE];
+    posexplode(a) t AS pos, x joins a subquery of the elements with their places."""
     for select in list(tree.find_all(exp.Select)):
         for lateral in list(select.args.get("laterals") or []):
             if not lateral.args.get("view") or not isinstance(lateral.this, exp.Explode):
                 continue
             alias = lateral.args.get("alias")
-            unnest = exp.Unnest(
-                expressions=[lateral.this.this.copy()], alias=alias and alias.copy()
-            )
+            if isinstance(lateral.this, exp.Posexplode):
+                unnest = _positions(lateral)
+            else:
+                unnest = exp.Unnest(
+                    expressions=[lateral.this.this.copy()], alias=alias and alias.copy()
+                )
             outer = bool(lateral.args.get("outer"))
             join = exp.Join(
                 this=unnest,
