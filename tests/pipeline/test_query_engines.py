@@ -225,6 +225,10 @@ QUERIES = [
     "to_json(map('q', quantity)) AS m FROM events",
     # LATERAL VIEW posexplode gives each element's place from 0 (DuckDB put the element there)
     "SELECT id, p, x FROM tags LATERAL VIEW OUTER posexplode(tags) t AS p, x ORDER BY id, p",
+    # a time cast to a number is its epoch seconds, a number cast to a time that many (DuckDB
+    # has no such casts)
+    "SELECT CAST(event_time AS BIGINT) AS a, CAST(event_time AS DOUBLE) AS b, "
+    "CAST(quantity * 86400 AS TIMESTAMP) AS c FROM events",
     # a count below 0 in substr, left and right gives '' (DuckDB counted from the end), and
     # locate from a place below 1 or NULL finds nothing
     "SELECT customer_id, left(customer_id, quantity - 2) AS a, right(customer_id, -1) AS b, "

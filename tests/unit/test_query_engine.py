@@ -765,6 +765,11 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("timestamp_micros(1717236000123456)", dt.datetime(2024, 6, 1, 10, 0, 0, 123456, dt.UTC)),
         # rounded down, as Spark's (sqlglot's cast rounded DuckDB's epoch to 1717236001)
         ("unix_seconds(TIMESTAMP '2024-06-01 10:00:00.75')", 1717236000),
+        # DuckDB has no cast between times and numbers
+        ("CAST(TIMESTAMP '2024-06-01 10:00:00.75' AS BIGINT)", 1717236000),
+        ("CAST(TIMESTAMP '1969-12-31 23:59:59.5' AS BIGINT)", -1),
+        ("CAST(TIMESTAMP '2024-06-01 10:00:00.75' AS DOUBLE)", 1717236000.75),
+        ("CAST(1717236000.5D AS TIMESTAMP)", dt.datetime(2024, 6, 1, 10, 0, 0, 500000, dt.UTC)),
         ("nanvl(CAST('NaN' AS DOUBLE), 1D)", 1.0),
         ("negative(5)", -5),
         ("positive(-1.5)", Decimal("-1.5")),

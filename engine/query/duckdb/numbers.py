@@ -11,6 +11,8 @@
   shortest decimal form half up, as `round` does;
 * a DOUBLE or FLOAT cast to text is written as Java writes it, as Spark does: in decimals from
   0.001 up to 10,000,000 and as `1.0E10` outside (DuckDB: decimals up to 1e16, then `1e+16`);
+* a TIMESTAMP cast to a number is its epoch seconds, a number cast to a TIMESTAMP that
+  many epoch seconds (DuckDB has neither cast), where sqlglot can tell the operand's type;
 * text cast to a DATE or TIMESTAMP must be in Spark's forms (`2024`, `2024-6`, `2024-06-01`
   and a time after a space or `T`), where DuckDB also read `2024/06/01`;
 * `hash()` and `xxhash64()`, which DuckDB computes otherwise, are refused;
@@ -217,12 +219,36 @@ def _spark_time(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     )
 
 
+_NUMBERS = frozenset(
+    {*_INTEGRAL, exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL}
+)
+
+
+def _epoch_cast(cast: exp.Cast, *, safe: bool) -> exp.Expr | None:
+    """A time cast to an integer is its epoch seconds rounded down (to a DOUBLE with their
+    fraction), a number cast to a TIMESTAMP that many epoch seconds, as on Spark (DuckDB has
+    no such casts), where sqlglot could tell the operand's type; None for other casts."""
+    kind = operand_type(cast, "this")
+    convert = "TRY_CAST" if safe else "CAST"
+    time = kind in _TIMES and kind != exp.DataType.Type.DATE
+    to = cast.to.sql(dialect="duckdb")
+    if time and cast.to.this in _INTEGRAL:
+        return duckdb_expr(f"{convert}(floor(epoch(__0)) AS {to})", cast.this)
+    if time and cast.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):
+        return duckdb_expr(f"CAST(epoch(__0) AS {to})", cast.this)
+    if kind in _NUMBERS and cast.to.this in _TIMES and cast.to.this != exp.DataType.Type.DATE:
+        return duckdb_expr("to_timestamp(CAST(__0 AS DOUBLE))", cast.this)
+    return None
+
+
 def _spark_cast(cast: exp.Cast) -> exp.Expr:
     """Spark's CAST (ANSI, its default) or try_cast (`safe`) in DuckDB. A value CAST cannot
     take stops the query (sqlglot writes TRY_CAST, NULL). To an integer type, a fraction is cut
     off as Spark does (DuckDB rounds) and text must be a whole number (DuckDB takes '7.9', '1e3',
     '0x1A'); try_cast gives NULL where CAST stops."""
     safe = bool(cast.args.get("safe"))
+    if (epoch := _epoch_cast(cast, safe=safe)) is not None:
+        return epoch
     if cast.to.this in _TEXT and not cast.to.expressions:  # STRING, not VARCHAR(n)
         return _spark_text(cast.this)
     if cast.to.this == exp.DataType.Type.DECIMAL:

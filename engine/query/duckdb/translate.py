@@ -72,6 +72,8 @@ _TYPED = (
     exp.Anonymous,
     exp.Reverse,
     exp.Ceil,
+    exp.Cast,
+    exp.TryCast,
     exp.Floor,
     *numbers.TRIED,
     exp.Add,
