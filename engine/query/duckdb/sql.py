@@ -15,7 +15,7 @@ __all__ = ["SPARK_HINT", "STOP", "duckdb_expr", "is_duckdb_own"]
 SPARK_HINT = "try --engine spark"
 #: The function the rewrites stop a query with, as Spark stops, registered by `run.connect`:
 #: DuckDB's own `error()` is volatile, which DuckDB refuses in a window's PARTITION BY and
-#: ORDER BY (`rank() OVER (ORDER BY sum(x))`) and inside `try()`.
+#: ORDER BY (`rank() OVER (ORDER BY sum(x))`).
 STOP = "spark_stop"
 
 _OWN = "duckdb_own"

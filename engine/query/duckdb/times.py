@@ -306,8 +306,7 @@ def try_to_dates(tree: exp.Expr) -> None:
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "try_to_date" and 1 <= len(call.expressions) <= 2:
             to_date = exp.func("to_date", *call.expressions, dialect=SparkQuery)
-            to_date.set("safe", True)
-            to_date.meta[_TRIED] = True
+            to_date.meta[_TRIED] = True  # sqlglot marks every to_date `safe` (legacy Spark's)
             call.replace(to_date)
 
 
@@ -321,6 +320,7 @@ def to_dates(tree: exp.Expr) -> None:
         pattern = to_date.args.get("format")
         if pattern is None:
             day = exp.DataType.build("DATE")
+            # as sqlglot reads Spark's CAST: a TryCast, strict unless `safe` (try_cast)
             to_date.replace(exp.TryCast(this=to_date.this, to=day, safe=safe or None))
         else:
             parse = "try_strptime" if safe else "strptime"
