@@ -174,6 +174,21 @@ def test_a_misnamed_column_has_no_hint_to_try_spark(lake, sql, error):
     assert str(caught.value) == f"query: DuckDB: Binder Error: {error}"
 
 
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("SELECT 2147483647 * 2 AS x", "Out of Range Error: Overflow in multiplication of INT32"),
+        ("SELECT CAST(3000000000 AS INT) AS x", "Conversion Error: Type INT64 with value"),
+    ],
+)
+def test_an_overflow_has_no_hint_to_try_spark(lake, sql, error):
+    # Spark stops there too (ARITHMETIC_OVERFLOW, CAST_OVERFLOW)
+    with pytest.raises(UserError) as caught:
+        run_duckdb(sql, lake)
+    assert str(caught.value).startswith(f"query: DuckDB: {error}")
+    assert "try --engine spark" not in str(caught.value)
+
+
 def test_duckdb_cannot_reach_files(lake, tmp_path):
     # Even SQL that got past the check could neither read nor write files: the connection
     # loses file-system access (locked) once the tables are registered, which still read.

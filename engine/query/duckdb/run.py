@@ -78,6 +78,9 @@ _AS_ON_SPARK = (
     URL_UNDECODABLE,
     OUT_OF_BOUNDS,
     SUM_OVERFLOW,
+    # DuckDB's own: arithmetic past its type's range, and a cast past the target's range
+    "Overflow in ",
+    "out of range for the destination type",
 )
 
 
