@@ -211,10 +211,12 @@ QUERIES = [
     "try_to_date(replace(CAST(event_date AS STRING), '-', '/')) AS e, "
     "timestamp(concat('202', quantity)) AS f FROM events",
     # date_part('dow') counts from Sunday 1 (DuckDB's from 0), to_utc_timestamp of a literal
-    # reads it in the zone (DuckDB shifted a TIMESTAMPTZ the other way)
+    # reads it in the zone (DuckDB shifted a TIMESTAMPTZ the other way), dayname and monthname
+    # are short (DuckDB's Sunday, June)
     "SELECT date_part('dow', event_date) AS a, date_part('DAYOFWEEK', DATE '2024-06-02') AS b, "
     "to_utc_timestamp(TIMESTAMP '2024-06-01 10:00:00', 'America/New_York') AS c, "
-    "to_utc_timestamp(event_time, 'Asia/Kolkata') AS d FROM events",
+    "to_utc_timestamp(event_time, 'Asia/Kolkata') AS d, dayname(event_time) AS e, "
+    "monthname(event_date) AS f FROM events",
     # a rewrite that stops the query (a zero divisor, a sum past BIGINT) in a window's ORDER BY
     # or PARTITION BY (DuckDB refuses its volatile error() there)
     "SELECT customer_id, sum(quantity) AS s, rank() OVER (ORDER BY sum(quantity) DESC) AS r, "

@@ -7,6 +7,7 @@
 * `from_utc_timestamp(ts, tz)` and `to_utc_timestamp(ts, tz)` shift the way Spark's do (sqlglot's
   `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday), `weekday(d)` from 0 (Monday);
+  `dayname` and `monthname` are short (`Sun`, `Jun`; DuckDB's `Sunday`, `June`);
 * date patterns are read as Spark reads them (quotes, `DDD`, `LLL`, `SSS` fractions of a
   second as DuckDB's `%g`); a field DuckDB has no code for (`k`, `Q`, `w`, `YYYY`, zones) is
   refused (sqlglot left its letters, which DuckDB printed as they are);
@@ -32,7 +33,7 @@ from engine.definitions.durations import parse_duration
 from engine.errors import UserError
 from engine.query.dialect import SparkQuery
 from engine.query.duckdb.inferred import operand_type
-from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr
+from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
 
 __all__ = [
     "count_days_like_spark",
@@ -189,7 +190,7 @@ def formats(tree: exp.Expr) -> None:
     no literal is refused, as it cannot be translated."""
     for formatted in list(tree.find_all(*_FORMATTED)):
         fmt = formatted.args.get("format")
-        if fmt is None:
+        if fmt is None or is_duckdb_own(formatted):  # a rewrite's own is DuckDB's already
             continue
         pattern = _literal_text(fmt)
         if pattern is None:
@@ -205,7 +206,7 @@ _DAY_OF_WEEK = ("DOW", "DAYOFWEEK")
 
 def count_days_like_spark(tree: exp.Expr) -> None:
     """`dayofweek`, `extract(DOW ...)` and `date_part('dow', ...)` from 1 (Sunday), `weekday`
-    from 0 (Monday)."""
+    from 0 (Monday); `dayname` and `monthname` short, as Spark's (DuckDB's are whole)."""
     for part in list(tree.find_all(exp.Anonymous)):  # date_part is Spark's extract
         if part.name.lower() == "date_part" and len(part.expressions) == 2:
             unit, day = part.expressions
@@ -218,6 +219,9 @@ def count_days_like_spark(tree: exp.Expr) -> None:
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "weekday" and len(call.expressions) == 1:
             call.replace(duckdb_expr("(isodow(CAST(__0 AS DATE)) - 1)", call.expressions[0]))
+    for name in reversed(list(tree.find_all(exp.Dayname, exp.Monthname))):  # innermost first
+        short = "%a" if isinstance(name, exp.Dayname) else "%b"  # Spark's 'Sun', 'Jun'
+        name.replace(duckdb_expr(f"strftime(CAST(__0 AS DATE), '{short}')", name.this))
 
 
 # Spark's names of truncation units that DuckDB does not know, and the name it does.
