@@ -159,12 +159,17 @@ def _spark_text(x: exp.Expr) -> exp.Expr:
     )
 
 
+def _conversion(*, safe: bool) -> str:
+    """DuckDB's cast that gives NULL (try_cast) or stops (CAST) at a value it cannot take."""
+    return "TRY_CAST" if safe else "CAST"
+
+
 def _spark_decimal(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     """Spark's cast to a DECIMAL: DECIMAL(10, 0) where no precision is given (DuckDB's is
     DECIMAL(18, 3)), and a DOUBLE rounded half up on its shortest decimal form (0.285 to 0.29;
     DuckDB rounds the binary value, 0.28), as `round` does."""
     to = cast.to.sql(dialect="duckdb") if cast.to.expressions else "DECIMAL(10, 0)"
-    convert = "TRY_CAST" if safe else "CAST"
+    convert = _conversion(safe=safe)
     return duckdb_expr(
         f"CASE WHEN {_FLOATING} AND NOT isfinite(CAST(__0 AS DOUBLE)) THEN NULL "  # as Spark's
         f"WHEN {_FLOATING} THEN {convert}(CAST(__0 AS VARCHAR) AS {to}) "
@@ -200,6 +205,7 @@ _DAY = f"coalesce({_FIRST_DAY}, regexp_extract({_TRIMMED}, '^[+-]?\\d+-\\d{{1,2}
 _TIMES = frozenset(
     exp.DataType.Type[t] for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ")
 )
+_TIMESTAMPS = _TIMES - {exp.DataType.Type.DATE}
 # The common forms, which both read alike, cast at once (a third of the time of the checks).
 _PLAIN_DATE = r"\d{4}-\d{2}-\d{2}"
 _PLAIN_TIMESTAMP = _PLAIN_DATE + r"([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?"
@@ -209,7 +215,7 @@ def _spark_time(cast: exp.Cast, *, safe: bool) -> exp.Expr:
     """Spark's cast of text to a DATE or TIMESTAMP: its forms only (`_DATE_FORMS`), a year or a
     year and month the first day of it; what is no text is DuckDB's cast."""
     to = cast.to.sql(dialect="duckdb")
-    convert = "TRY_CAST" if safe else "CAST"
+    convert = _conversion(safe=safe)
     date = cast.to.this == exp.DataType.Type.DATE
     read = _DAY if date else f"coalesce({_FIRST_DAY}, {_TRIMMED})"
     forms = _DATE_FORMS if date else _TIMESTAMP_FORMS
@@ -234,14 +240,13 @@ def _epoch_cast(cast: exp.Cast, *, safe: bool) -> exp.Expr | None:
     fraction), a number cast to a TIMESTAMP that many epoch seconds, as on Spark (DuckDB has
     no such casts), where sqlglot could tell the operand's type; None for other casts."""
     kind = operand_type(cast, "this")
-    convert = "TRY_CAST" if safe else "CAST"
-    time = kind in _TIMES and kind != exp.DataType.Type.DATE
+    convert = _conversion(safe=safe)
     to = cast.to.sql(dialect="duckdb")
-    if time and cast.to.this in _INTEGRAL:
+    if kind in _TIMESTAMPS and cast.to.this in _INTEGRAL:
         return duckdb_expr(f"{convert}(floor(epoch(__0)) AS {to})", cast.this)
-    if time and cast.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):
+    if kind in _TIMESTAMPS and cast.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):
         return duckdb_expr(f"CAST(epoch(__0) AS {to})", cast.this)
-    if kind in _NUMBERS and cast.to.this in _TIMES and cast.to.this != exp.DataType.Type.DATE:
+    if kind in _NUMBERS and cast.to.this in _TIMESTAMPS:
         return duckdb_expr("to_timestamp(CAST(__0 AS DOUBLE))", cast.this)
     return None
 
@@ -263,7 +268,7 @@ def _spark_cast(cast: exp.Cast) -> exp.Expr:
     if cast.to.this not in _INTEGRAL:
         return cast if safe else exp.Cast(this=cast.this, to=cast.args["to"])
     to = cast.to.sql(dialect="duckdb")
-    convert = "TRY_CAST" if safe else "CAST"
+    convert = _conversion(safe=safe)
     text = "CAST(__0 AS VARCHAR)"
     return duckdb_expr(
         f"CASE WHEN typeof(__0) = 'VARCHAR' THEN CASE "
