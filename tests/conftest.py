@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark session per test process, and Delta table readers."""
+"""Shared fixtures: one local Spark session per test process (the engine's), Delta table readers,
+a Kafka-protocol broker."""
 
 from __future__ import annotations
 
@@ -7,28 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
-from pyspark.sql import SparkSession
 
-from engine.lake import read_arrow
+# The fixture and reader every pipeline test uses, `init`'s generated ones too.
+from engine.testing import read_table, spark  # noqa: F401
 
 PROJECT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    from engine.runtime.session import get_spark
-
-    session = get_spark({"spark.sql.shuffle.partitions": "2"})
-    yield session
-    session.stop()
-
-
-def read_table(lake: Path, name: str, *, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """All rows of a Delta table as dicts, in a stable order, without the `drop` columns."""
-    rows = read_arrow(DeltaTable(str(lake / name))).to_pylist()
-    rows = [{k: v for k, v in r.items() if k not in drop} for r in rows]
-    return sorted(rows, key=lambda r: [str(r[k]) for k in sorted(r)])
 
 
 @pytest.fixture

@@ -46,12 +46,14 @@ class Scaffold:
         }
 
     def shared(self) -> dict[Path, Path]:
-        """Files every pipeline needs that the project lacks, from the engine's own project to
-        where they go: a new project folder (`--pipelines`) has no quarantine table yet."""
-        name = "quarantine.sql"
-        if (self.project.tables / name).exists():
-            return {}
-        return {self.project.tables / name: PROJECT.tables / name}
+        """Files every pipeline needs that the project lacks, from where they are copied to
+        where they go: a new project folder (`--pipelines`) has no quarantine table yet, nor
+        the conftest that gives the generated test its `spark` fixture."""
+        wanted = {
+            self.project.tables / "quarantine.sql": PROJECT.tables / "quarantine.sql",
+            self.project.root / "tests" / "conftest.py": _TEMPLATES / "conftest.py.tmpl",
+        }
+        return {path: origin for path, origin in wanted.items() if not path.exists()}
 
 
 def _unusable(name: str, ddl: str) -> str | None:

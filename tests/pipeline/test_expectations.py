@@ -7,6 +7,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,7 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
         "created quality/suites/shop.yaml",
         "created data/shop/sample.jsonl",
         "created tests/pipeline/test_shop.py",
+        "created tests/conftest.py",  # the copy has none: the generated test's `spark` fixture
         f"next: python runner.py --pipelines {pipelines} run shop --once && "
         f"python runner.py --pipelines {pipelines} quality",
     ]
@@ -121,6 +125,25 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     bad = runner("--pipelines", pipelines, "init", "Shop-2")
     assert bad.returncode == 2
     assert "'Shop-2' is not a usable pipeline name" in one_error_line(bad)
+
+
+def test_init_in_a_folder_of_its_own_writes_a_test_that_passes_there(tmp_path):
+    # A project of one's own has none of this project's tests/: the generated test gets its
+    # fixture and reader from the engine, and pytest run in the folder passes it as it is.
+    folder = tmp_path / "mine"
+    made = runner("--pipelines", str(folder / "pipelines"), "init", "shop")
+    assert made.returncode == 0, made.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines()[-1].startswith("1 passed")
 
 
 def test_fail_update_on_the_batch_part_commits_nothing(spark, tmp_path):

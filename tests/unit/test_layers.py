@@ -33,6 +33,7 @@ LAYERS = {
     "sinks": 6,
     "runtime": 6,
     "query": 7,  # `--engine spark` runs in the runtime's session
+    "testing": 7,  # fixtures for pipeline tests, over the runtime's session
     "cli": 8,
 }
 #: Parts that must answer without Spark (nor pandas, for the picture of the graph).

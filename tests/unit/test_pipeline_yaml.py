@@ -226,20 +226,24 @@ def test_init_refuses_names_the_files_cannot_hold(tmp_path: Path, name: str, pro
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-def test_init_in_a_new_project_folder_gives_it_the_shared_quarantine_table(tmp_path: Path) -> None:
+def test_init_in_a_new_project_folder_gives_it_the_shared_files(tmp_path: Path) -> None:
     from engine.lint import lint_pipelines
     from engine.project import PROJECT
 
     written = init_pipeline("shop", Project(tmp_path))
     shared = tmp_path / "tables" / "quarantine.sql"
-    assert written[-1] == shared
+    conftest = tmp_path / "tests" / "conftest.py"
+    assert written[-2:] == [shared, conftest]
     assert shared.read_text() == (PROJECT.tables / "quarantine.sql").read_text()
+    assert "from engine.testing import spark" in conftest.read_text()
     result = lint_pipelines(Registry(tmp_path / "pipelines"))
     assert (result.files, result.findings) == (3, ())
-    # A second pipeline finds the table there and leaves it be.
-    shared.write_text(shared.read_text() + "-- edited\n")
-    assert shared not in init_pipeline("till", Project(tmp_path))
-    assert shared.read_text().endswith("-- edited\n")
+    # A second pipeline finds them there and leaves them be.
+    edits = {shared: "-- edited\n", conftest: "# edited\n"}
+    for path, edit in edits.items():
+        path.write_text(path.read_text() + edit)
+    assert not set(edits) & set(init_pipeline("till", Project(tmp_path)))
+    assert all(path.read_text().endswith(edit) for path, edit in edits.items())
 
 
 @pytest.mark.parametrize("name", ["order", "window", "y"])
