@@ -331,7 +331,7 @@ def _parser() -> argparse.ArgumentParser:
         "tables. `runner.py COMMAND --help` tells more.",
     )
     debug = parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
-    parser.add_argument(
+    pipelines = parser.add_argument(
         "--pipelines",
         help="folder of pipeline specs, in the project folder that holds sql/, tables/ and "
         "quality/ (default: pipelines/ beside runner.py)",
@@ -463,12 +463,14 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--faults", action="store_true", help="add bad, duplicate and late lines")
     gen.set_defaults(func=_cmd_generate)
-    # `--debug` also after the command (`run x --debug`), where users tend to add it; unset
-    # there, it leaves the value given before the command alone.
+    # `--debug` and `--pipelines` also after the command (`run x --debug`, `init shop
+    # --pipelines mine/pipelines`), where users tend to add them; unset there, they leave the
+    # value given before the command alone.
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=debug.help
         )
+        command.add_argument("--pipelines", default=argparse.SUPPRESS, help=pipelines.help)
     return parser
 
 

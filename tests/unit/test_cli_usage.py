@@ -1,6 +1,9 @@
-"""Usage errors argparse finds (unknown option, bad number) are one line and exit 2."""
+"""Usage errors argparse finds (unknown option, bad number) are one line and exit 2; the
+options of every command are taken before or after it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,24 @@ def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     top = capsys.readouterr().out
     assert "streaming pipelines written in Spark SQL" in top and "exit 2" not in top
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--pipelines", "{folder}", "pipelines"],
+        ["pipelines", "--pipelines", "{folder}"],
+        ["--pipelines", "elsewhere", "pipelines", "--pipelines", "{folder}"],  # the last wins
+    ],
+)
+def test_pipelines_folder_before_or_after_the_command(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.project import Project
+    from engine.scaffold import init_pipeline
+
+    folder = tmp_path / "mine"
+    init_pipeline("shop", Project(folder))
+    assert main([a.format(folder=folder / "pipelines") for a in args]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith("shop") and "server_logs" not in listed
