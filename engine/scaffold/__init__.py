@@ -47,10 +47,11 @@ class Scaffold:
 
     def shared(self) -> dict[Path, Path]:
         """Files every pipeline needs that the project lacks, from where they are copied to
-        where they go: a new project folder (`--pipelines`) has no quarantine table yet, nor
-        the conftest that gives the generated test its `spark` fixture."""
+        where they go: a new project folder (`--pipelines`) has no quarantine table and suite
+        yet, nor the conftest that gives the generated test its `spark` fixture."""
         wanted = {
             self.project.tables / "quarantine.sql": PROJECT.tables / "quarantine.sql",
+            self.project.suites / "quarantine.yaml": PROJECT.suites / "quarantine.yaml",
             self.project.root / "tests" / "conftest.py": _TEMPLATES / "conftest.py.tmpl",
         }
         return {path: origin for path, origin in wanted.items() if not path.exists()}

@@ -232,14 +232,16 @@ def test_init_in_a_new_project_folder_gives_it_the_shared_files(tmp_path: Path) 
 
     written = init_pipeline("shop", Project(tmp_path))
     shared = tmp_path / "tables" / "quarantine.sql"
+    suite = tmp_path / "quality" / "suites" / "quarantine.yaml"
     conftest = tmp_path / "tests" / "conftest.py"
-    assert written[-2:] == [shared, conftest]
+    assert written[-3:] == [shared, suite, conftest]
     assert shared.read_text() == (PROJECT.tables / "quarantine.sql").read_text()
+    assert suite.read_text() == (PROJECT.suites / "quarantine.yaml").read_text()
     assert "from engine.testing import spark" in conftest.read_text()
     result = lint_pipelines(Registry(tmp_path / "pipelines"))
     assert (result.files, result.findings) == (3, ())
     # A second pipeline finds them there and leaves them be.
-    edits = {shared: "-- edited\n", conftest: "# edited\n"}
+    edits = {shared: "-- edited\n", suite: "# edited\n", conftest: "# edited\n"}
     for path, edit in edits.items():
         path.write_text(path.read_text() + edit)
     assert not set(edits) & set(init_pipeline("till", Project(tmp_path)))
