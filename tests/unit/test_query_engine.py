@@ -794,6 +794,30 @@ def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):
     assert rows(f"SELECT {call} AS x", lake) == [(value,)]
 
 
+@pytest.mark.parametrize(
+    ("call", "value"),
+    [
+        # as Spark printed each (compared once): a unit it does not know gives NULL, where
+        # sqlglot read 'Q', 'W', 'D', 'H' as QUARTER, WEEK, DAY, HOUR and DuckDB knows more
+        ("trunc(DATE '2024-05-15', 'quarter')", dt.date(2024, 4, 1)),
+        ("trunc(DATE '2024-05-15', 'Q')", None),
+        ("trunc(DATE '2024-05-15', 'W')", None),
+        ("trunc(DATE '2024-05-15', 'DD')", None),  # trunc stops at weeks
+        ("trunc(TIMESTAMP '2024-05-15 10:11:12', 'HOUR')", None),
+        ("trunc(DATE '2024-05-15', 'fortnight')", None),  # DuckDB stopped: not recognized
+        (
+            "date_trunc('DD', TIMESTAMP '2024-05-15 10:11:12')",
+            dt.datetime(2024, 5, 15, tzinfo=dt.UTC),
+        ),
+        ("date_trunc('H', TIMESTAMP '2024-05-15 10:11:12')", None),
+        ("date_trunc('Q', DATE '2024-05-15')", None),
+        ("date_trunc('fortnight', TIMESTAMP '2024-05-15 10:11:12')", None),
+    ],
+)
+def test_a_truncation_unit_spark_does_not_know_gives_null(lake, call, value):
+    assert rows(f"SELECT {call} AS x", lake) == [(value,)]
+
+
 def test_format_number_with_a_pattern_is_refused(lake):
     with pytest.raises(UserError, match=r"takes a number of places written in the query only"):
         run_duckdb("SELECT format_number(price, '#,###.#') AS f FROM events", lake)
