@@ -139,11 +139,16 @@ def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> 
 def _cmd_query(args: argparse.Namespace) -> int:
     from engine.lake import Snapshot, lake_tables
     from engine.query import SUBSTITUTE, parse_query, run_query
+    from engine.query.catalog import catalog_answer
     from engine.query.output import print_rows
 
     lake = Path(args.lake).resolve()
     snapshot = Snapshot.parse(args.version, args.as_of)
     lake_tables(lake)  # a missing lake and a statement that is not a query are reported
+    answer = catalog_answer(args.sql, lake, snapshot)  # SHOW TABLES, DESCRIBE: from the logs
+    if answer is not None:
+        print_rows(answer, args.format)
+        return 0
     parse_query(args.sql)  # before any engine starts
     if args.engine == "duckdb":
         from engine.query.duckdb import run_duckdb

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "READ_ONLY",
     "SUBSTITUTE",
     "parse_query",
     "read_tables",
@@ -35,7 +36,7 @@ __all__ = [
     "run_query",
 ]
 
-READ_ONLY = "only SELECT queries are allowed (query is read-only)"
+READ_ONLY = "only SELECT, SHOW TABLES, SHOW COLUMNS and DESCRIBE are allowed (query is read-only)"
 
 
 def parse_query(sql: str) -> exp.Query:

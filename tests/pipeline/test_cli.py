@@ -282,6 +282,28 @@ def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
         "1020_CId,2,logout",
         "1028_CId,4,timeout",
     ]
+    # What the lake holds, from its Delta logs, the tables' comments included; the same on
+    # either engine (Spark is not started for it).
+    tables = runner("query", "SHOW TABLES", "--lake", str(lake), "--format", "csv")
+    assert tables.stdout.split() == [
+        "tableName",
+        "_event_log",  # what the runs did, queryable as any table
+        "carts",
+        "events",
+        "purchases",
+        "quarantine",
+        "sessions",
+    ]
+    for engine in ("duckdb", "spark"):
+        described = runner(
+            "query", "DESCRIBE carts", "--lake", str(lake), "--format", "csv", "--engine", engine
+        )
+        assert described.returncode == 0, described.stderr
+        assert described.stdout.splitlines()[:3] == [
+            "col_name,data_type,comment",
+            "customer_id,string,Customer id",
+            "total_items,bigint,Lines in the cart",
+        ]
     missing = runner("query", "SELECT * FROM nope", "--lake", str(lake))
     assert missing.returncode == 2
     assert "unknown table 'nope'" in one_error_line(missing)

@@ -20,7 +20,8 @@ import pytest
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot
 from engine.lake.history import table_history
-from engine.query import parse_query
+from engine.query import READ_ONLY, parse_query
+from engine.query.catalog import catalog_answer
 from engine.query.duckdb import connect, run_duckdb, to_duckdb_sql
 from engine.query.functions import _SYNTAX, allowed_functions, refused_functions
 from engine.query.output import print_rows
@@ -383,7 +384,7 @@ CALLS: list[tuple[str, str | None]] = [
         "TRANSFORM ... USING runs a script: not allowed (read-only)",
     ),
     # table-valued functions, names and SQL made at run time
-    (f"EXECUTE IMMEDIATE 'SELECT reflect({LINE_SEP})'", "only SELECT queries are allowed"),
+    (f"EXECUTE IMMEDIATE 'SELECT reflect({LINE_SEP})'", READ_ONLY),
     ("SELECT * FROM range(10)", "FROM RANGE(10): only the lake's tables can be read"),
     ("SELECT * FROM IDENTIFIER('events')", "FROM IDENTIFIER('events'): only the lake's"),
     ("SELECT IDENTIFIER('customer_id') FROM events", "identifier() is not allowed: "),
@@ -583,7 +584,7 @@ def test_cli_refuses_escapes_in_one_line_before_any_engine(lake, tmp_path):
             ),
             (
                 "EXECUTE IMMEDIATE 'SELECT 1'",
-                "error: query: only SELECT queries are allowed (query is read-only)",
+                f"error: query: {READ_ONLY}",
             ),
         ]:
             refused = runner("query", sql, "--lake", str(lake), "--engine", engine)
@@ -816,6 +817,72 @@ def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):
 )
 def test_a_truncation_unit_spark_does_not_know_gives_null(lake, call, value):
     assert rows(f"SELECT {call} AS x", lake) == [(value,)]
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SHOW TABLES", [("carts",), ("events",), ("odd",), ("tags",)]),
+        # Spark's pattern: `*` any text, `|` alternatives, any case, matched whole
+        ("show tables like 'E*|TAG*'", [("events",), ("tags",)]),
+        ("SHOW TABLES LIKE 'ev'", []),
+        ("SHOW TABLES LIKE 'o.d'", [("odd",)]),  # the rest is a regular expression
+        ("SHOW COLUMNS FROM tags", [("id",), ("tags",), ("info",), ("day",)]),
+        ("SHOW COLUMNS IN `odd`;", [("id",), ("text",), ("price",), ("item",), ("prices",)]),
+        # as Spark's DESCRIBE delta.`<path>` printed each (compared once)
+        (
+            "DESCRIBE carts",
+            [
+                ("customer_id", "string", None),
+                ("total_items", "bigint", None),
+                ("total_price", "double", None),
+                ("products", "array<struct<product_id:string,price:double>>", None),
+                ("updated_at", "timestamp", None),
+            ],
+        ),
+        (
+            "desc table events",
+            [
+                ("customer_id", "string", None),
+                ("event_time", "timestamp", None),
+                ("event_type", "string", None),
+                ("product_id", "string", None),
+                ("price", "double", None),
+                ("quantity", "int", None),
+                ("source", "string", None),
+                ("logged_out", "boolean", None),
+                ("event_date", "date", None),
+                ("# Partition Information", "", ""),
+                ("# col_name", "data_type", "comment"),
+                ("event_date", "date", None),
+            ],
+        ),
+    ],
+)
+def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
+    answer = catalog_answer(sql, lake)
+    assert answer is not None
+    assert [tuple(r.values()) for r in answer.to_pylist()] == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("DESCRIBE HISTORY events", "a table's commits are `runner.py history events`"),
+        ("DESCRIBE EXTENDED events", "DESCRIBE EXTENDED events: not answered here"),
+        ("DESCRIBE nope", "unknown table 'nope'"),
+        ("SHOW COLUMNS FROM nope", "unknown table 'nope'"),
+        ("SHOW TABLES LIKE '('", "SHOW TABLES LIKE '(': missing )"),
+    ],
+)
+def test_show_and_describe_refuse_in_one_line(lake, sql, error):
+    with pytest.raises(UserError, match=re.escape(error)):
+        catalog_answer(sql, lake)
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1", "DESCRIBE SELECT 1", "SHOW DATABASES", "DESC"])
+def test_other_statements_are_left_to_the_query_check(lake, sql):
+    assert catalog_answer(sql, lake) is None
 
 
 def test_format_number_with_a_pattern_is_refused(lake):
