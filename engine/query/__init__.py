@@ -145,6 +145,26 @@ def _spark_tables(
     return frames
 
 
+def _variants_as_json(frame: Any) -> Any:
+    """The query's VARIANT columns as their JSON text, as Spark shows them and DuckDB prints
+    JSON: Arrow would get the binary encoding, and pyspark cannot convert a NULL one."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import VariantType
+
+    fields = frame.schema.fields
+    if not any(isinstance(f.dataType, VariantType) for f in fields):
+        return frame
+    places = frame.toDF(*(f"_{i}" for i in range(len(fields))))  # names may repeat
+    return places.select(
+        *(
+            (
+                F.to_json(F.col(f"_{i}")) if isinstance(f.dataType, VariantType) else F.col(f"_{i}")
+            ).alias(f.name)
+            for i, f in enumerate(fields)
+        )
+    )
+
+
 # Spark replaces `${env:HOME}`, `${system:user.name}` and `${spark.x}` in SQL text before
 # parsing it unless this is off: a query's text must reach Spark as it was checked.
 SUBSTITUTE = "spark.sql.variable.substitute"
@@ -165,7 +185,7 @@ def run_query(spark: SparkSession, sql: str, lake: Path, snapshot: Snapshot = LA
         check_bare_names(tree, [c for f in frames.values() for c in f.columns])
         for name, frame in frames.items():
             frame.createOrReplaceTempView(name)
-        return spark.sql(sql).toArrow()
+        return _variants_as_json(spark.sql(sql)).toArrow()
     except PySparkException as err:
         raise UserError(f"query: {spark_error_line(err)}") from None
     finally:

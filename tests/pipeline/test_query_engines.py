@@ -268,6 +268,14 @@ QUERIES = [
     # a DATE minus a DATE is an interval of days (DuckDB's a number), a DATE minus 1 a DATE
     "SELECT event_date - DATE '2024-05-01' AS a, event_date - 1 AS b, quantity - 1 AS c, "
     "max(event_date) OVER () - event_date AS d FROM events",
+    # JSON that does not parse, as a quarantined line: NULL (DuckDB stopped); a VARIANT prints
+    # as its JSON text (Spark's printed its binary encoding, and a NULL one failed)
+    "SELECT get_json_object(t, '$.a') AS g, json_object_keys(t) AS k, json_array_length(t) AS n, "
+    "try_parse_json(t) AS v, parse_json('[1, {\"b\": 2.50}]') AS p "
+    "FROM VALUES ('{\"a\":1'), ('{\"a\":{\"b\":1}}'), ('[1,2]'), (NULL) AS j(t)",
+    # three-valued: NULL where the lambda is NULL for an element and true for none
+    "SELECT exists(a, x -> x > 1) AS e, forall(a, x -> x > 1) AS f FROM VALUES (array(1, 2)), "
+    "(array(1, NULL)), (array(3, NULL)), (array(2, 3)), (CAST(NULL AS ARRAY<INT>)) AS l(a)",
 ]
 
 

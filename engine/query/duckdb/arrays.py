@@ -3,7 +3,8 @@
 * in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
-  `array_position`, `array_contains` and `flatten` are Spark's (`_SPARK_ARRAYS`), and
+  `array_position`, `array_contains`, `flatten`, `exists` and `forall` are Spark's
+  (`_SPARK_ARRAYS`), and
   `reverse` of an array is `list_reverse` (DuckDB's reverse takes text only);
 * an index past an array's end (`a[5]`, `element_at(a, 6)`) stops the query, as Spark's
   (ANSI) does (DuckDB's is NULL, as Spark's `get` and `try_element_at` are);
@@ -55,6 +56,8 @@ def index_from_zero(tree: exp.Expr) -> None:
 # and drop NULLs), finds a NULL in an array as "maybe" (NULL), and counts a missing position as
 # 0. The lambdas' names stay clear of the arguments' columns.
 _FIRST = "list_position(__0, __e) = __i"
+_EACH = "list_transform(__0, __1)"  # the lambda __1 on each element
+_SOME_NULL = f"list_bool_or(list_transform({_EACH}, lambda __e: __e IS NULL))"
 _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
     exp.ArrayDistinct: f"list_filter(__0, lambda __e, __i: {_FIRST})",
     exp.ArrayIntersect: "CASE WHEN __1 IS NULL THEN NULL ELSE list_filter(__0, lambda __e, __i: "
@@ -70,14 +73,20 @@ _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
     exp.ArrayContains: "CASE WHEN __1 IS NULL THEN NULL WHEN list_contains(__0, __1) THEN true "
     "WHEN list_position(__0, NULL) IS NOT NULL THEN NULL ELSE list_contains(__0, __1) END",
     exp.Flatten: "CASE WHEN list_position(__0, NULL) IS NOT NULL THEN NULL ELSE flatten(__0) END",
+    # three-valued, as Spark's: true when the lambda is for some element, else NULL when it is
+    # NULL for some (DuckDB has no `forall`, and sqlglot dropped `exists`'s lambda)
+    exp.Exists: f"CASE WHEN __0 IS NULL THEN NULL WHEN list_bool_or({_EACH}) THEN true "
+    f"WHEN {_SOME_NULL} THEN NULL ELSE false END",
+    "forall": f"CASE WHEN __0 IS NULL THEN NULL WHEN list_bool_or(list_transform({_EACH}, "
+    f"lambda __e: NOT __e)) THEN false WHEN {_SOME_NULL} THEN NULL ELSE true END",
 }
 
 
 def _spark_array(call: exp.Expr) -> exp.Expr:
     """`call` as Spark computes it, by its template in `_SPARK_ARRAYS`, or as it was."""
     name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
-    if name not in _SPARK_ARRAYS:
-        return call
+    if name not in _SPARK_ARRAYS or (name is exp.Exists and not call.args.get("expression")):
+        return call  # `EXISTS (SELECT ...)` is not the array function
     if isinstance(call, exp.Anonymous | exp.ArrayIntersect):
         args = call.expressions
     else:

@@ -5,7 +5,8 @@ DOUBLE, FLOAT or DECIMAL concatenated is cast to text first, so that it reads as
 writes it, and `url_encode`, `url_decode`, `upper('ß')` and `to_json` are Java's
 (`_JAVA_TEXT`), as is the replacement of `regexp_replace` (`$1` for a group, where DuckDB
 reads `\\1`); `substring_index` and `format_number`, which DuckDB lacks, are written in its
-SQL."""
+SQL; JSON that does not parse gives NULL to `get_json_object`, `json_object_keys`,
+`json_array_length` and `try_parse_json` (`_SPARK_JSON`), where DuckDB stopped."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = [
     "format_numbers",
     "format_strings",
     "java_text",
+    "json_reads",
     "like_escapes",
     "numbers_concatenated",
     "regexp_replacements",
@@ -148,6 +150,32 @@ def java_text(tree: exp.Expr) -> None:
         operands = call.expressions if isinstance(call, exp.Anonymous) else [call.this]
         if name in _JAVA_TEXT and len(operands) == 1 and not call.args.get("options"):
             call.replace(duckdb_expr(_JAVA_TEXT[name], *operands))
+
+
+# JSON read as Spark reads it, as DuckDB SQL over the text __0 (and the call itself, __1):
+# text that is not JSON, such as a quarantined line, gives NULL where DuckDB stopped the query,
+# and there are keys only of an object and a length only of an array (DuckDB: [] and 0).
+_READABLE = "json_valid(__0)"
+_SPARK_JSON: dict[type[exp.Expr] | str, str] = {
+    exp.JSONExtractScalar: f"CASE WHEN {_READABLE} THEN __1 END",  # get_json_object
+    exp.JSONKeys: f"CASE WHEN {_READABLE} AND json_type(__0) = 'OBJECT' THEN json_keys(__0) END",
+    "json_array_length": f"CASE WHEN {_READABLE} AND json_type(__0) = 'ARRAY' "
+    "THEN CAST(json_array_length(__0) AS INTEGER) END",
+    "try_parse_json": f"CASE WHEN {_READABLE} THEN json(__0) END",
+}
+
+
+def json_reads(tree: exp.Expr) -> None:
+    """The functions of `_SPARK_JSON` as Spark computes them."""
+    for call in reversed(list(tree.find_all(exp.JSONExtractScalar, exp.JSONKeys, exp.Anonymous))):
+        name = call.name.lower() if isinstance(call, exp.Anonymous) else type(call)
+        if name not in _SPARK_JSON or is_duckdb_own(call):
+            continue
+        if isinstance(call, exp.Anonymous):
+            if len(call.expressions) == 1:
+                call.replace(duckdb_expr(_SPARK_JSON[name], *call.expressions))
+        else:
+            call.replace(duckdb_expr(_SPARK_JSON[name], call.this, call.copy()))
 
 
 def _re2_replacement(java: str) -> str:

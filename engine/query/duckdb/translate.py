@@ -62,6 +62,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     text.format_numbers,
     text.format_strings,
     text.java_text,
+    text.json_reads,
     text.regexp_replacements,
     aggregates.pivots,
     arrays.lateral_views,
