@@ -276,6 +276,11 @@ QUERIES = [
     # three-valued: NULL where the lambda is NULL for an element and true for none
     "SELECT exists(a, x -> x > 1) AS e, forall(a, x -> x > 1) AS f FROM VALUES (array(1, 2)), "
     "(array(1, NULL)), (array(3, NULL)), (array(2, 3)), (CAST(NULL AS ARRAY<INT>)) AS l(a)",
+    # `every`, `some` and `any` are bool_and and bool_or (DuckDB had no `every`, sqlglot read
+    # the others as quantifiers); to_char of a time is date_format (it was not translated)
+    "SELECT customer_id, every(logged_out) AS e, some(price > 5) AS s, any(source = 'app') AS a, "
+    "to_char(max(event_time), 'dd/MM/yyyy HH:mm') AS t, to_varchar(min(event_date), 'yyyy') "
+    "AS d FROM events GROUP BY customer_id",
 ]
 
 

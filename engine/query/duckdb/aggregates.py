@@ -2,7 +2,7 @@
 the sample's), `percentile` between values and `percentile_approx` a value of the column (see
 `quantiles`), PIVOT cells without rows NULL for a count too (DuckDB's count gives 0), and a
 sum of integers past BIGINT's range stopping the query (`try_sum` NULL; DuckDB's HUGEINT sum
-gave the number)."""
+gave the number), and `every`, `some` and `any` as `bool_and` and `bool_or`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sqlglot import exp
 from engine.errors import UserError
 from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr
 
-__all__ = ["SUM_OVERFLOW", "moments", "pivots", "quantiles", "sums"]
+__all__ = ["SUM_OVERFLOW", "moments", "pivots", "quantiles", "sums", "truth_aggregates"]
 
 SUM_OVERFLOW = "the sum is past BIGINT's range (try_sum gives NULL instead)"
 
@@ -27,6 +27,19 @@ def _spark_moment(call: exp.Skewness | exp.Kurtosis) -> exp.Expr:
         sample = f"skewness({x}) * ({n} - 2) / sqrt({n} * ({n} - 1))"
         moment = f"CASE WHEN {n} = 2 THEN 0.0 ELSE {sample} END"
     return duckdb_expr(f"CASE WHEN min({x}) = max({x}) THEN NULL ELSE {moment} END", call.this)
+
+
+def truth_aggregates(tree: exp.Expr) -> None:
+    """Spark's `every` is `bool_and`, `some` and `any` are `bool_or` (DuckDB has no `every`;
+    sqlglot wrote `some` as the subquery's SOME and read `any(x)` as the quantifier ANY)."""
+    for call in list(tree.find_all(exp.Anonymous, exp.Any)):
+        if isinstance(call, exp.Any):
+            quantifier = isinstance(call.parent, exp.Binary | exp.Predicate)  # x = ANY (...)
+            if not quantifier:
+                call.replace(exp.LogicalOr(this=call.this.unnest()))
+        elif call.name.lower() in ("every", "some") and len(call.expressions) == 1:
+            truth = exp.LogicalAnd if call.name.lower() == "every" else exp.LogicalOr
+            call.replace(truth(this=call.expressions[0]))
 
 
 def moments(tree: exp.Expr) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.query.duckdb.inferred import operand_type
+from engine.query.duckdb.inferred import TIMES, operand_type
 from engine.query.duckdb.sql import STOP, duckdb_expr, is_duckdb_own
 
 __all__ = [
@@ -104,16 +104,11 @@ def array_functions(tree: exp.Expr) -> None:
             call.replace(spark)
 
 
-_TIMES = frozenset(
-    exp.DataType.Type[t] for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPNTZ", "DATETIME")
-)
-
-
 def _spark_sequence(call: exp.GenerateSeries) -> exp.Expr:
     """Spark's `sequence(start, stop[, step])`: the step is 1 (or a day between dates or times)
     towards `stop` unless given; a step away from it stops the query; DATEs give DATEs."""
     kind = operand_type(call, "start")
-    times = kind in _TIMES
+    times = kind in TIMES
     start, stop = ("CAST(__0 AS TIMESTAMP)", "CAST(__1 AS TIMESTAMP)") if times else ("__0", "__1")
     step = call.args.get("step")
     one = "to_days(1)" if times else "1"

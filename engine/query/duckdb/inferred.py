@@ -11,10 +11,15 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-__all__ = ["Schema", "mark_types", "operand_type", "schema_of"]
+__all__ = ["TIMES", "Schema", "mark_types", "operand_type", "schema_of"]
 
 _TYPES = "spark_operand_types"
 
+#: The types of dates and times, as sqlglot names them.
+TIMES = frozenset(
+    exp.DataType.Type[t]
+    for t in ("DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ", "DATETIME")
+)
 #: Table, column, SQL type (`DOUBLE`, `DECIMAL(10, 2)`, ... `UNKNOWN` for what is not inferred).
 Schema = Mapping[str, Mapping[str, str]]
 

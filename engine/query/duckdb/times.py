@@ -8,6 +8,7 @@
   `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
 * `dayofweek(d)` and `extract(DOW FROM d)` count from 1 (Sunday), `weekday(d)` from 0 (Monday);
   `dayname` and `monthname` are short (`Sun`, `Jun`; DuckDB's `Sunday`, `June`);
+* `to_char(ts, pattern)` and `to_varchar` of a date or time are `date_format`;
 * date patterns are read as Spark reads them (quotes, `DDD`, `LLL`, `SSS` fractions of a
   second as DuckDB's `%g`); a field DuckDB has no code for (`k`, `Q`, `w`, `YYYY`, zones) is
   refused (sqlglot left its letters, which DuckDB printed as they are);
@@ -32,7 +33,7 @@ from sqlglot import exp
 from engine.definitions.durations import parse_duration
 from engine.errors import UserError
 from engine.query.dialect import SparkQuery
-from engine.query.duckdb.inferred import operand_type
+from engine.query.duckdb.inferred import TIMES, operand_type
 from engine.query.duckdb.sql import SPARK_HINT, duckdb_expr, is_duckdb_own
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "dates_subtracted",
     "epochs",
     "formats",
+    "time_texts",
     "to_dates",
     "try_to_dates",
     "unix_seconds",
@@ -183,6 +185,21 @@ def _literal_text(node: exp.Expr) -> str | None:
         parts = [_literal_text(e) for e in node.expressions]
         return None if None in parts else "".join(p for p in parts if p is not None)
     return None
+
+
+def time_texts(tree: exp.Expr) -> None:
+    """`to_char(ts, pattern)` and `to_varchar` of a date or time are Spark's `date_format`
+    (sqlglot's DuckDB SQL has no pattern for TO_CHAR); of a number, or a value sqlglot cannot
+    type, they are left (DuckDB's error, with the hint)."""
+    for call in list(tree.find_all(exp.ToChar, exp.Anonymous)):
+        if isinstance(call, exp.ToChar):
+            value, pattern, kind = call.this, call.args.get("format"), operand_type(call, "this")
+        elif call.name.lower() == "to_varchar" and len(call.expressions) == 2:
+            (value, pattern), kind = call.expressions, operand_type(call, "expressions")
+        else:
+            continue
+        if pattern is not None and kind in TIMES:
+            call.replace(exp.TimeToStr(this=value, format=pattern))
 
 
 def formats(tree: exp.Expr) -> None:

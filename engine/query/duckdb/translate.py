@@ -35,6 +35,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     times.epochs,
     times.zones,
     times.try_to_dates,
+    times.time_texts,
     times.formats,
     numbers.stop_at_zero,
     numbers.rounds_of_doubles,
@@ -51,6 +52,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     arrays.index_from_zero,
     arrays.indexes,
     numbers.logarithms,
+    aggregates.truth_aggregates,
     aggregates.moments,
     aggregates.quantiles,
     aggregates.sums,
@@ -70,6 +72,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
 # The nodes whose rewrite depends on their operands' types.
 _TYPED = (
     exp.Round,
+    exp.ToChar,
     exp.Anonymous,
     exp.Reverse,
     exp.Ceil,
