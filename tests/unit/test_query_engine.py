@@ -801,6 +801,15 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("exists(array(1, NULL), x -> x > 1)", None),
         ("forall(array(0, NULL), x -> x > 0)", False),
         ("forall(CAST(array() AS ARRAY<INT>), x -> x > 0)", True),
+        ("width_bucket(5.3, 0.2, 10.6, 5)", 3),
+        ("width_bucket(-0.9, 5.2, 0.5, 2)", 3),  # bounds down: after the last bucket
+        ("width_bucket(5, 10, 0, 5)", 3),
+        ("width_bucket(2, 0, 2, 3)", 4),
+        ("width_bucket(-1, 0, 2, 3)", 0),
+        ("width_bucket(1, 0, 0, 3)", None),
+        ("width_bucket(1, 0, 2, 0)", None),
+        ("width_bucket(1, 0, CAST('Infinity' AS DOUBLE), 3)", None),
+        ("to_unix_timestamp(TIMESTAMP '2024-06-01 10:00:00.75')", 1717236000),
     ],
 )
 def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):

@@ -49,6 +49,7 @@ __all__ = [
     "stop_at_zero",
     "tried_arithmetic",
     "whole_numbers",
+    "width_buckets",
 ]
 
 DIVIDE_BY_ZERO = "division by zero (try_divide(a, b) gives NULL instead)"
@@ -348,6 +349,29 @@ def signs(tree: exp.Expr) -> None:
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "positive" and len(call.expressions) == 1:
             call.replace(exp.Paren(this=call.expressions[0]))
+
+
+# Spark's width_bucket(v, min, max, n) (DuckDB has none): bucket 1 to n of equal widths from
+# min to max (or down from min when max is below it), 0 before them, n + 1 after; NULL for n
+# below 1, equal bounds, a NaN or infinite bound, a NaN value.
+_V, _LO, _HI, _N = (f"CAST(__{i} AS DOUBLE)" for i in range(4))
+_WIDTH_BUCKET = (
+    f"CASE WHEN __0 IS NULL OR __1 IS NULL OR __2 IS NULL OR __3 IS NULL OR __3 <= 0 "
+    f"OR isnan({_V}) OR NOT isfinite({_LO}) OR NOT isfinite({_HI}) OR {_LO} = {_HI} THEN NULL "
+    f"WHEN {_LO} < {_HI} THEN CASE WHEN {_V} < {_LO} THEN 0 WHEN {_V} >= {_HI} "
+    f"THEN CAST(__3 AS BIGINT) + 1 ELSE CAST(trunc({_N} * ({_V} - {_LO}) / ({_HI} - {_LO})) "
+    f"AS BIGINT) + 1 END "
+    f"ELSE CASE WHEN {_V} > {_LO} THEN 0 WHEN {_V} <= {_HI} THEN CAST(__3 AS BIGINT) + 1 "
+    f"ELSE CAST(trunc({_N} * ({_LO} - {_V}) / ({_LO} - {_HI})) AS BIGINT) + 1 END END"
+)
+
+
+def width_buckets(tree: exp.Expr) -> None:
+    """Spark's width_bucket, written in DuckDB's SQL."""
+    for call in reversed(list(tree.find_all(exp.WidthBucket))):  # innermost first
+        operands = [call.args.get(a) for a in ("this", "min_value", "max_value", "num_buckets")]
+        if all(o is not None for o in operands):
+            call.replace(duckdb_expr(_WIDTH_BUCKET, *operands))
 
 
 def whole_numbers(tree: exp.Expr) -> None:

@@ -94,9 +94,11 @@ def windows(tree: exp.Expr) -> None:
 
 
 def unix_seconds(tree: exp.Expr) -> None:
-    """`unix_timestamp(ts)` as whole epoch seconds."""
+    """`unix_timestamp(ts)` and `to_unix_timestamp(ts)` as whole epoch seconds (sqlglot gives
+    the first Spark's default pattern and the second none)."""
     for to_unix in list(tree.find_all(exp.StrToUnix)):
-        if to_unix.args.get("format") == _DEFAULT_UNIX_FORMAT:
+        pattern = to_unix.args.get("format")
+        if to_unix.this is not None and (pattern is None or pattern == _DEFAULT_UNIX_FORMAT):
             seconds = "CAST(FLOOR(epoch(CAST(__0 AS TIMESTAMPTZ))) AS BIGINT)"
             to_unix.replace(duckdb_expr(seconds, to_unix.this))
 

@@ -42,6 +42,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.brounds,
     numbers.whole_numbers,
     numbers.signs,
+    numbers.width_buckets,
     numbers.tried_arithmetic,
     times.dates_plus_days,
     times.dates_subtracted,
