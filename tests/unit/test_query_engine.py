@@ -810,6 +810,13 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("width_bucket(1, 0, 2, 0)", None),
         ("width_bucket(1, 0, CAST('Infinity' AS DOUBLE), 3)", None),
         ("to_unix_timestamp(TIMESTAMP '2024-06-01 10:00:00.75')", 1717236000),
+        ("regexp_substr('1028_CId', '\\\\d+')", "1028"),
+        ("regexp_substr('1028_CId', 'zz')", None),
+        ("map_contains_key(map('a', 1), 'a')", True),  # sqlglot's DuckDB SQL swapped them
+        ("map_contains_key(map('a', 1), 'b')", False),
+        ("array_repeat('x', 2)", ["x", "x"]),
+        ("array_repeat(1, -1)", []),
+        ("array_repeat(1, CAST(NULL AS INT))", None),
     ],
 )
 def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):

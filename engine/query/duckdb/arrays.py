@@ -3,8 +3,9 @@
 * in `filter(a, (x, i) -> ...)` and `transform(a, (x, i) -> ...)` the index counts from 0
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
-  `array_position`, `array_contains`, `flatten`, `exists` and `forall` are Spark's
-  (`_SPARK_ARRAYS`), and
+  `array_position`, `array_contains`, `flatten`, `exists`, `forall` and `array_repeat` are
+  Spark's (`_SPARK_ARRAYS`), `map_contains_key` reads its map and key the right way round,
+  and
   `reverse` of an array is `list_reverse` (DuckDB's reverse takes text only);
 * an index past an array's end (`a[5]`, `element_at(a, 6)`) stops the query, as Spark's
   (ANSI) does (DuckDB's is NULL, as Spark's `get` and `try_element_at` are);
@@ -77,6 +78,8 @@ _SPARK_ARRAYS: dict[type[exp.Expr] | str, str] = {
     # NULL for some (DuckDB has no `forall`, and sqlglot dropped `exists`'s lambda)
     exp.Exists: f"CASE WHEN __0 IS NULL THEN NULL WHEN list_bool_or({_EACH}) THEN true "
     f"WHEN {_SOME_NULL} THEN NULL ELSE false END",
+    # DuckDB has no array_repeat; a count below 1 gives [] on both
+    "array_repeat": "CASE WHEN __1 IS NULL THEN NULL ELSE repeat([__0], CAST(__1 AS BIGINT)) END",
     "forall": f"CASE WHEN __0 IS NULL THEN NULL WHEN list_bool_or(list_transform({_EACH}, "
     f"lambda __e: NOT __e)) THEN false WHEN {_SOME_NULL} THEN NULL ELSE true END",
 }
@@ -100,6 +103,10 @@ def array_functions(tree: exp.Expr) -> None:
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
         if isinstance(call, exp.Reverse) and operand_type(call, "this") == exp.DataType.Type.ARRAY:
             call.replace(duckdb_expr("list_reverse(__0)", call.this))
+        elif isinstance(call, exp.MapContainsKey):  # sqlglot's DuckDB SQL swapped the two
+            call.replace(
+                duckdb_expr("list_contains(map_keys(__0), __1)", call.this, call.args["key"])
+            )
         elif (spark := _spark_array(call)) is not call:
             call.replace(spark)
 

@@ -207,13 +207,18 @@ def _re2_replacement(java: str) -> str:
 
 def regexp_replacements(tree: exp.Expr) -> None:
     """regexp_replace's replacement written in Java's way ($1) read as Spark reads it (DuckDB
-    wrote `$1` as it is); one that is no literal stays DuckDB's."""
+    wrote `$1` as it is); one that is no literal stays DuckDB's. `regexp_substr`, which DuckDB
+    lacks, is the first match or NULL."""
     for call in tree.find_all(exp.RegexpReplace):
         if is_duckdb_own(call):
             continue
         replacement = call.args.get("replacement")
         if isinstance(replacement, exp.Literal) and replacement.is_string:
             replacement.replace(exp.Literal.string(_re2_replacement(replacement.name)))
+    for found in reversed(list(tree.find_all(exp.RegexpSubstr))):  # innermost first
+        if found.args.get("expression") is not None:
+            first = "CASE WHEN regexp_matches(__0, __1) THEN regexp_extract(__0, __1) END"
+            found.replace(duckdb_expr(first, found.this, found.expression))
 
 
 # Spark's substring_index(s, delimiter, count) over __0, __1, __2: the text before the count-th
