@@ -166,6 +166,16 @@ def test_text_that_only_looks_like_a_parameter_is_read():
         ),
         ("SELECT e.nope FROM events e", 'Values list "e" does not have a column named "nope"'),
         ("SELECT x.customer_id FROM events e", 'Referenced table "x" not found!'),
+        (
+            "SELECT customer_id, count(*) AS n FROM events",
+            'column "customer_id" must appear in the GROUP BY clause or must be part of an '
+            "aggregate function.",
+        ),
+        (
+            "SELECT customer_id FROM events a JOIN events b USING (event_type)",
+            "Ambiguous reference to column name \"customer_id\" (use: 'a.customer_id' or "
+            "'b.customer_id')",
+        ),
     ],
 )
 def test_a_misnamed_column_has_no_hint_to_try_spark(lake, sql, error):

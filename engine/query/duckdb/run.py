@@ -65,9 +65,11 @@ def _spark_types(result: pa.Table) -> pa.Table:
     return result
 
 
-# DuckDB's words for a column or table alias the query names and its tables do not have.
-_MISNAMED = re.compile(
+# DuckDB's words for a query Spark cannot analyse either: a column or table alias its tables
+# do not have, a name two of them have, a column neither grouped nor aggregated.
+_REFUSED_BY_SPARK_TOO = re.compile(
     r'not found in FROM clause|does not have a column named|Referenced table ".*" not found'
+    r"|Ambiguous reference to column|must appear in the GROUP BY clause"
 )
 # The stops the rewrites make where Spark stops too: no hint to try it.
 _AS_ON_SPARK = (
@@ -123,8 +125,8 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     except duckdb.Error as err:
         first = _STOPPED.sub("", first_line(err))
         # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
-        misnamed = isinstance(err, duckdb.BinderException) and _MISNAMED.search(first)
-        same_on_spark = misnamed or any(stop in first for stop in _AS_ON_SPARK)
+        refused = isinstance(err, duckdb.BinderException) and _REFUSED_BY_SPARK_TOO.search(first)
+        same_on_spark = refused or any(stop in first for stop in _AS_ON_SPARK)
         raise UserError(
             f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
         ) from None
