@@ -281,6 +281,9 @@ QUERIES = [
     "SELECT customer_id, every(logged_out) AS e, some(price > 5) AS s, any(source = 'app') AS a, "
     "to_char(max(event_time), 'dd/MM/yyyy HH:mm') AS t, to_varchar(min(event_date), 'yyyy') "
     "AS d FROM events GROUP BY customer_id",
+    # a tumbling window from the epoch moved on by a start time, and its last microsecond
+    "SELECT w, window_time(w) AS t FROM (SELECT window(event_time, '1 hour', '60 minutes', "
+    "'15 minutes') AS w FROM events)",
 ]
 
 

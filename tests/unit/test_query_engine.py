@@ -226,6 +226,8 @@ def test_unknown_table_and_errors_are_user_errors(lake):
         run_duckdb("SELECT no_col FROM carts", lake)
     with pytest.raises(UserError, match=r"sliding windows .*--engine spark"):
         run_duckdb("SELECT window(event_time, '1 hour', '10 minutes') FROM events", lake)
+    with pytest.raises(UserError, match=r"the start time must be less than the slide$"):
+        run_duckdb("SELECT window(event_time, '1 hour', '1 hour', '1 hour') FROM events", lake)
 
 
 def test_version_and_as_of_read_older_rows(lake):

@@ -1,8 +1,9 @@
 """Times and dates as Spark computes them, where sqlglot's DuckDB SQL differs.
 
 * `window(ts, '5 minutes')` (tumbling) is a struct of DuckDB `time_bucket` start and end,
-  aligned to the epoch as Spark does; sliding windows (a slide shorter than the window) are
-  refused;
+  aligned to the epoch as Spark does (moved on by a start time, the fourth argument);
+  `window_time(w)` is its last microsecond; sliding windows (a slide shorter than the window)
+  are refused;
 * `unix_timestamp(ts)` of a timestamp column gives whole epoch seconds;
 * `from_utc_timestamp(ts, tz)` and `to_utc_timestamp(ts, tz)` shift the way Spark's do (sqlglot's
   `AT TIME ZONE` shifts a UTC time away from tz instead, and gives a time without a zone);
@@ -30,7 +31,7 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from engine.definitions.durations import parse_duration
+from engine.definitions.durations import Duration, parse_duration
 from engine.errors import UserError
 from engine.query.dialect import SparkQuery
 from engine.query.duckdb.inferred import TIMES, operand_type
@@ -56,11 +57,11 @@ _EPOCH = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
 _DEFAULT_UNIX_FORMAT = sqlglot.parse_one("unix_timestamp(x)", read=SparkQuery).args["format"]
 
 
-def _interval(arg: exp.Expr, what: str) -> str:
+def _duration(arg: exp.Expr, what: str) -> Duration:
     try:
         if not (isinstance(arg, exp.Literal) and arg.is_string):
             raise ValueError("not a string literal")
-        return parse_duration(arg.name).interval_sql()
+        return parse_duration(arg.name)
     except ValueError:
         raise UserError(
             f"query: window(): {what} must be a literal like '5 minutes', got "
@@ -69,28 +70,41 @@ def _interval(arg: exp.Expr, what: str) -> str:
 
 
 def _window(call: exp.Anonymous) -> exp.Expr:
-    """Spark's tumbling `window(ts, duration)` as a struct(start, end) of time buckets."""
+    """Spark's tumbling `window(ts, duration[, same slide[, start time]])` as a struct(start,
+    end) of time buckets, from the epoch moved on by the start time."""
     args = call.expressions
-    if len(args) not in (2, 3):
+    written = call.sql(dialect="spark")
+    if len(args) not in (2, 3, 4):
         raise UserError(
-            f"query: {call.sql(dialect='spark')}: the DuckDB engine knows window(ts, duration) "
-            f"and window(ts, duration, same slide) only ({SPARK_HINT})"
+            f"query: {written}: the DuckDB engine knows window(ts, duration[, same slide[, "
+            f"start time]]) only ({SPARK_HINT})"
         )
-    size = _interval(args[1], "the duration")
-    if len(args) == 3 and _interval(args[2], "the slide") != size:
+    size = _duration(args[1], "the duration")
+    if len(args) >= 3 and _duration(args[2], "the slide").micros != size.micros:
         raise UserError(
-            f"query: {call.sql(dialect='spark')}: sliding windows are not supported by the "
-            f"DuckDB engine ({SPARK_HINT})"
+            f"query: {written}: sliding windows are not supported by the DuckDB engine "
+            f"({SPARK_HINT})"
         )
-    start = f"time_bucket({size}, CAST(__0 AS TIMESTAMPTZ), {_EPOCH})"
-    return duckdb_expr(f'struct_pack(start := {start}, "end" := {start} + {size})', args[0])
+    origin = _EPOCH
+    if len(args) == 4:
+        offset = _duration(args[3], "the start time")
+        if offset.micros >= size.micros:
+            raise UserError(f"query: {written}: the start time must be less than the slide")
+        origin = f"{_EPOCH} + {offset.interval_sql()}"
+    start = f"time_bucket({size.interval_sql()}, CAST(__0 AS TIMESTAMPTZ), {origin})"
+    end = f"{start} + {size.interval_sql()}"
+    return duckdb_expr(f'struct_pack(start := {start}, "end" := {end})', args[0])
 
 
 def windows(tree: exp.Expr) -> None:
-    """Tumbling `window()`s as time buckets."""
+    """Tumbling `window()`s as time buckets; `window_time(w)`, the last microsecond of `w`."""
     for call in list(tree.find_all(exp.Anonymous)):
         if call.name.lower() == "window":
             call.replace(_window(call))
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.lower() == "window_time" and len(call.expressions) == 1:
+            last = "struct_extract(__0, 'end') - INTERVAL 1 MICROSECOND"
+            call.replace(duckdb_expr(last, call.expressions[0]))
 
 
 def unix_seconds(tree: exp.Expr) -> None:
