@@ -33,7 +33,8 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
     if shown := _SHOW_TABLES.fullmatch(sql):
         names = list(lake_tables(lake))
         if shown["like"] is not None:
-            names = [n for n in names if _like(shown["like"]).fullmatch(n)]
+            like = _like(shown["like"])
+            names = [n for n in names if like.fullmatch(n)]
         return pa.table({"tableName": pa.array(names, pa.string())})
     if shown := _SHOW_COLUMNS.fullmatch(sql):
         name = shown["table"].strip("`")
