@@ -829,6 +829,14 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("array_repeat('x', 2)", ["x", "x"]),
         ("array_repeat(1, -1)", []),
         ("array_repeat(1, CAST(NULL AS INT))", None),
+        ("zip_with(array(1, 2), array(10, 20), (x, y) -> x + y)", [11, 22]),
+        ("zip_with(array(1, 2, 3), array('a'), (x, y) -> concat(x, y))", ["1a", None, None]),
+        ("zip_with(CAST(NULL AS ARRAY<INT>), array(1), (x, y) -> x)", None),
+        # the inner lambda's x is its own
+        (
+            "zip_with(array(1, 2), array(3, 4), (x, y) -> transform(array(x, y), x -> x * 10))",
+            [[10, 30], [20, 40]],
+        ),
     ],
 )
 def test_functions_duckdb_lacks_give_spark_answers(lake, call, value):

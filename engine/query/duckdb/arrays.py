@@ -4,9 +4,9 @@
   (DuckDB's from 1);
 * `array_distinct`, `array_intersect`, `array_except`, `array_union`, `array_remove`,
   `array_position`, `array_contains`, `flatten`, `exists`, `forall` and `array_repeat` are
-  Spark's (`_SPARK_ARRAYS`), `map_contains_key` reads its map and key the right way round,
-  and
-  `reverse` of an array is `list_reverse` (DuckDB's reverse takes text only);
+  Spark's (`_SPARK_ARRAYS`), `zip_with` (which DuckDB lacks) is written in its SQL,
+  `map_contains_key` reads its map and key the right way round, and `reverse` of an array is
+  `list_reverse` (DuckDB's reverse takes text only);
 * an index past an array's end (`a[5]`, `element_at(a, 6)`) stops the query, as Spark's
   (ANSI) does (DuckDB's is NULL, as Spark's `get` and `try_element_at` are);
 * `sequence(a, b)` counts down when `b` is below `a` (DuckDB's was empty), by a day between
@@ -97,12 +97,46 @@ def _spark_array(call: exp.Expr) -> exp.Expr:
     return duckdb_expr(_SPARK_ARRAYS[name], *args)
 
 
+def _rebound(name: exp.Identifier, body: exp.Expr) -> bool:
+    """Whether a lambda inside `body` (or the name's own place in a lambda's parameters) binds
+    `name` anew, so that it is not the outer lambda's."""
+    node: exp.Expr | None = name.parent
+    while node is not None and node is not body:
+        if isinstance(node, exp.Lambda) and any(p.name == name.name for p in node.expressions):
+            return True
+        node = node.parent
+    return False
+
+
+def _zip_with(call: exp.Anonymous) -> exp.Expr | None:
+    """Spark's `zip_with(a, b, (x, y) -> ...)` (DuckDB has none): the lambda over the elements
+    at each place, the shorter array read as NULLs past its end; NULL if either is NULL."""
+    left, right, lam = call.expressions
+    if not isinstance(lam, exp.Lambda) or len(lam.expressions) != 2:
+        return None
+    body = exp.Paren(this=lam.this.copy())  # a parent for a body that is a name alone
+    for name, array in zip(lam.expressions, (left, right), strict=True):
+        for ident in list(body.find_all(exp.Identifier)):
+            if ident.name == name.name and not _rebound(ident, body):
+                column = ident.parent if isinstance(ident.parent, exp.Column) else None
+                element = duckdb_expr("list_extract(__0, __zi)", array)
+                (column if column is not None and column.this is ident else ident).replace(element)
+    zipped = (
+        "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE list_transform("
+        "range(1, greatest(len(__0), len(__1)) + 1), lambda __zi: __2) END"
+    )
+    return duckdb_expr(zipped, left, right, body)
+
+
 def array_functions(tree: exp.Expr) -> None:
     """The functions of `_SPARK_ARRAYS` as Spark computes them, and `reverse` of an array where
     sqlglot could tell the operand's type."""
     for call in reversed(list(tree.find_all(exp.Func))):  # innermost first
         if isinstance(call, exp.Reverse) and operand_type(call, "this") == exp.DataType.Type.ARRAY:
             call.replace(duckdb_expr("list_reverse(__0)", call.this))
+        elif isinstance(call, exp.Anonymous) and call.name.lower() == "zip_with":
+            if len(call.expressions) == 3 and (zipped := _zip_with(call)) is not None:
+                call.replace(zipped)
         elif isinstance(call, exp.MapContainsKey):  # sqlglot's DuckDB SQL swapped the two
             call.replace(
                 duckdb_expr("list_contains(map_keys(__0), __1)", call.this, call.args["key"])
@@ -133,7 +167,8 @@ def _spark_sequence(call: exp.GenerateSeries) -> exp.Expr:
 def sequences(tree: exp.Expr) -> None:
     """`sequence` as Spark's; between dates or times where sqlglot could tell the type."""
     for call in reversed(list(tree.find_all(exp.GenerateSeries))):  # innermost first
-        call.replace(_spark_sequence(call))
+        if not is_duckdb_own(call):  # a rewrite's own `range` is DuckDB's
+            call.replace(_spark_sequence(call))
 
 
 def _past_the_end(safe_call: str) -> str:
