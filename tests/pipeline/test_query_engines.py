@@ -284,6 +284,15 @@ QUERIES = [
     # a tumbling window from the epoch moved on by a start time, and its last microsecond
     "SELECT w, window_time(w) AS t FROM (SELECT window(event_time, '1 hour', '60 minutes', "
     "'15 minutes') AS w FROM events)",
+    # sessions per key, as Spark merges them: windows that touch are one, a row without a
+    # time is in none; by place and unaliased too
+    "SELECT k, session_window(t, '5 minutes') AS w, count(*) AS n FROM VALUES "
+    "('a', TIMESTAMP '2024-01-01 10:00:00'), ('a', TIMESTAMP '2024-01-01 10:05:00'), "
+    "('a', TIMESTAMP '2024-01-01 10:10:01'), ('b', TIMESTAMP '2024-01-01 10:00:00'), "
+    "('b', NULL), ('a', TIMESTAMP '2024-01-01 10:04:59') AS v(k, t) "
+    "GROUP BY k, session_window(t, '5 minutes')",
+    "SELECT customer_id, session_window(event_time, '2 hours'), count(*), sum(price) AS spent "
+    "FROM events WHERE event_type <> 'x' GROUP BY 1, 2",
 ]
 
 

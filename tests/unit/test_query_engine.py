@@ -230,6 +230,33 @@ def test_unknown_table_and_errors_are_user_errors(lake):
         run_duckdb("SELECT window(event_time, '1 hour', '1 hour', '1 hour') FROM events", lake)
 
 
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        (
+            "SELECT count(*) AS n FROM events e JOIN carts c USING (customer_id) "
+            "GROUP BY session_window(e.event_time, '5 minutes')",
+            "a query reading one table, without joins, is translated",
+        ),
+        (
+            "SELECT count(*) AS n FROM events GROUP BY session_window(event_time, source)",
+            "a gap written as a literal like '5 minutes' is translated",
+        ),
+        (
+            "SELECT session_window(event_time, '5 minutes').start AS s, count(*) AS n "
+            "FROM events GROUP BY 1",
+            "the window itself must be in the GROUP BY",
+        ),
+    ],
+)
+def test_session_windows_the_translation_does_not_cover_have_the_hint(lake, sql, why):
+    with pytest.raises(UserError) as caught:
+        run_duckdb(sql, lake)
+    assert str(caught.value) == (
+        f"query: session_window(): {why} on the DuckDB engine (try --engine spark)"
+    )
+
+
 def test_version_and_as_of_read_older_rows(lake):
     sql = "SELECT customer_id, total_items FROM carts ORDER BY customer_id"
     assert rows(sql, lake) == [("c1", 2), ("c2", 1), ("c3", 1)]

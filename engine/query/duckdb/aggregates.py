@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr
+from engine.query.duckdb.sql import SPARK_HINT, STOP, duckdb_expr, is_duckdb_own
 
 __all__ = ["SUM_OVERFLOW", "moments", "pivots", "quantiles", "sums", "truth_aggregates"]
 
@@ -127,7 +127,7 @@ def sums(tree: exp.Expr) -> None:
     stops on Spark only. A PIVOT's cells are left as they are (DuckDB takes a bare aggregate
     there)."""
     for total in reversed(list(tree.find_all(exp.Sum))):  # innermost first
-        if not total.find_ancestor(exp.Pivot):
+        if not total.find_ancestor(exp.Pivot) and not is_duckdb_own(total):
             _guard(total, f"{STOP}({exp.Literal.string(SUM_OVERFLOW).sql(dialect='duckdb')})")
     # after the above, whose Sums these are not
     for call in reversed(list(tree.find_all(exp.Anonymous))):

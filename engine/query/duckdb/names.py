@@ -7,6 +7,8 @@ from sqlglot import exp
 
 __all__ = ["name_outputs"]
 
+_WINDOWS = ("window", "session_window")
+
 
 def _spark_name(projection: exp.Expr) -> str:
     """Roughly the name Spark gives an unaliased output expression."""
@@ -14,8 +16,8 @@ def _spark_name(projection: exp.Expr) -> str:
         return "count(1)"
     if isinstance(projection, exp.Explode):
         return "col"
-    if isinstance(projection, exp.Anonymous) and projection.name.lower() == "window":
-        return "window"
+    if isinstance(projection, exp.Anonymous) and projection.name.lower() in _WINDOWS:
+        return projection.name.lower()
     named = projection.copy()
     for paren in list(named.find_all(exp.Paren)):
         paren.replace(paren.this)

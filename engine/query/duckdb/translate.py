@@ -9,7 +9,7 @@ import sqlglot
 from sqlglot import exp
 
 from engine.errors import UserError, first_line
-from engine.query.duckdb import aggregates, arrays, names, numbers, text, times
+from engine.query.duckdb import aggregates, arrays, names, numbers, sessions, text, times
 from engine.query.duckdb.inferred import Schema, mark_types
 from engine.query.duckdb.sql import SPARK_HINT
 
@@ -28,6 +28,7 @@ def _drop_hints(tree: exp.Expr) -> None:
 _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.refuse_other_hashes,
     names.name_outputs,
+    sessions.session_windows,
     _drop_hints,
     times.count_days_like_spark,
     times.windows,
