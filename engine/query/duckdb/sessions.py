@@ -35,24 +35,24 @@ def _session_calls(select: exp.Select) -> list[exp.Anonymous]:
     return [c for c in select.find_all(exp.Anonymous) if c.name.lower() == "session_window"]
 
 
-def _refuse(select: exp.Select, why: str) -> UserError:
+def _refuse(why: str) -> UserError:
     return UserError(f"query: session_window(): {why} on the DuckDB engine ({SPARK_HINT})")
 
 
 def _group_by_sessions(select: exp.Select, calls: list[exp.Anonymous]) -> None:
     first = calls[0]
     if any(c != first for c in calls) or len(first.expressions) != 2:
-        raise _refuse(select, "one session_window(time, gap) per query is translated")
+        raise _refuse("one session_window(time, gap) per query is translated")
     time, gap = first.expressions
     if not (isinstance(gap, exp.Literal) and gap.is_string):
-        raise _refuse(select, "a gap written as a literal like '5 minutes' is translated")
+        raise _refuse("a gap written as a literal like '5 minutes' is translated")
     try:
         interval = parse_duration(gap.name).interval_sql()
     except ValueError:
-        raise _refuse(select, f"the gap {gap.name!r} is not a duration") from None
+        raise _refuse(f"the gap {gap.name!r} is not a duration") from None
     source = select.args.get("from_")
     if source is None or select.args.get("joins") or select.args.get("laterals"):
-        raise _refuse(select, "a query reading one table, without joins, is translated")
+        raise _refuse("a query reading one table, without joins, is translated")
     keys = _other_keys(select, first)
     alias = source.this.alias_or_name
 
@@ -108,5 +108,5 @@ def _other_keys(select: exp.Select, call: exp.Anonymous) -> list[exp.Expr]:
         else:
             keys.append(key)
     if not grouped:
-        raise _refuse(select, "the window itself must be in the GROUP BY")
+        raise _refuse("the window itself must be in the GROUP BY")
     return keys
