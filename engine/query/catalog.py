@@ -72,7 +72,7 @@ def _describe(sql: str, lake: Path, snapshot: Snapshot) -> pa.Table | None:
     fields, partitions = _schema(name, lake, snapshot)
     rows = [(f["name"], delta_type_name(f["type"]), f["metadata"].get("comment")) for f in fields]
     if partitions:
-        typed = {f["name"]: delta_type_name(f["type"]) for f in fields}
+        typed = {name: kind for name, kind, _ in rows}
         rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
         rows += [(p, typed[p], None) for p in partitions]
     names, types, comments = zip(*rows, strict=True) if rows else ((), (), ())

@@ -27,6 +27,7 @@ __all__ = [
     "like_escapes",
     "numbers_concatenated",
     "regexp_replacements",
+    "regexp_substrings",
     "substring_indexes",
     "substrings",
 ]
@@ -207,14 +208,17 @@ def _re2_replacement(java: str) -> str:
 
 def regexp_replacements(tree: exp.Expr) -> None:
     """regexp_replace's replacement written in Java's way ($1) read as Spark reads it (DuckDB
-    wrote `$1` as it is); one that is no literal stays DuckDB's. `regexp_substr`, which DuckDB
-    lacks, is the first match or NULL."""
+    wrote `$1` as it is); one that is no literal stays DuckDB's."""
     for call in tree.find_all(exp.RegexpReplace):
         if is_duckdb_own(call):
             continue
         replacement = call.args.get("replacement")
         if isinstance(replacement, exp.Literal) and replacement.is_string:
             replacement.replace(exp.Literal.string(_re2_replacement(replacement.name)))
+
+
+def regexp_substrings(tree: exp.Expr) -> None:
+    """`regexp_substr(s, re)`, which DuckDB lacks: the first match, or NULL where none."""
     for found in reversed(list(tree.find_all(exp.RegexpSubstr))):  # innermost first
         if found.args.get("expression") is not None:
             first = "CASE WHEN regexp_matches(__0, __1) THEN regexp_extract(__0, __1) END"

@@ -68,6 +68,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     text.java_text,
     text.json_reads,
     text.regexp_replacements,
+    text.regexp_substrings,
     aggregates.pivots,
     arrays.lateral_views,
 )
