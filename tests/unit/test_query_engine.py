@@ -859,6 +859,12 @@ def test_a_date_pattern_held_in_a_column_is_refused(lake):
         ("zip_with(array(1, 2), array(10, 20), (x, y) -> x + y)", [11, 22]),
         ("zip_with(array(1, 2, 3), array('a'), (x, y) -> concat(x, y))", ["1a", None, None]),
         ("zip_with(CAST(NULL AS ARRAY<INT>), array(1), (x, y) -> x)", None),
+        # a field named as a parameter is the field
+        (
+            "zip_with(array(named_struct('p', 1)), array(named_struct('p', 2)), "
+            "(p, q) -> p.p + q.p)",
+            [3],
+        ),
         # the inner lambda's x is its own
         (
             "zip_with(array(1, 2), array(3, 4), (x, y) -> transform(array(x, y), x -> x * 10))",

@@ -98,8 +98,10 @@ def _spark_array(call: exp.Expr) -> exp.Expr:
 
 
 def _rebound(name: exp.Identifier, body: exp.Expr) -> bool:
-    """Whether a lambda inside `body` (or the name's own place in a lambda's parameters) binds
-    `name` anew, so that it is not the outer lambda's."""
+    """Whether `name` is not the outer lambda's parameter: a field's name (`x.price`), or a
+    name a lambda inside `body` binds anew (or its place in that lambda's parameters)."""
+    if isinstance(name.parent, exp.Dot) and name.parent.expression is name:
+        return True
     node: exp.Expr | None = name.parent
     while node is not None and node is not body:
         if isinstance(node, exp.Lambda) and any(p.name == name.name for p in node.expressions):
