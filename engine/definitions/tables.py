@@ -101,6 +101,9 @@ def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
 
 def _column(cdef: exp.ColumnDef, where: Path) -> Column:
     constraints = [c.args.get("kind") for c in cdef.args.get("constraints") or []]
+    for c in constraints:
+        if not isinstance(c, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
+            _unsupported(where, f"column {cdef.name}: {c.sql(dialect='spark')}")
     comment = next(
         (c.this.this for c in constraints if isinstance(c, exp.CommentColumnConstraint)), ""
     )
@@ -119,6 +122,44 @@ def _is_number(kind: pa.DataType) -> bool:
     return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
 
 
+#: The TBLPROPERTIES a table definition takes: what the lake does with the table.
+_PROPERTIES = ("lake.mode", "lake.key", "lake.role")
+
+
+def _unsupported(where: Path, clause: str, hint: str = "") -> None:
+    """Refuse a clause this tool would not honour on both of its Delta writers (Spark and
+    delta-rs): it is not dropped without a word."""
+    raise UserError(
+        f"{where}: {clause}: not supported; a table here has typed columns with NOT NULL and "
+        f"COMMENT, PARTITIONED BY, and TBLPROPERTIES {', '.join(map(repr, _PROPERTIES))}{hint}"
+    )
+
+
+def _check_clauses(tree: exp.Create, where: Path) -> None:
+    if not isinstance(tree.this, exp.Schema) or tree.expression is not None:
+        _unsupported(where, "CREATE TABLE without its columns, or AS SELECT")
+    if tree.args.get("replace"):
+        _unsupported(where, "CREATE OR REPLACE", " (a table is created once, then altered)")
+    for element in tree.this.expressions:
+        if not isinstance(element, exp.ColumnDef):
+            _unsupported(where, element.sql(dialect="spark"))
+    properties = tree.args["properties"].expressions if tree.args.get("properties") else []
+    if not any(isinstance(prop, exp.FileFormatProperty) for prop in properties):
+        raise UserError(f"{where}: the table is a Delta table: write USING DELTA after its columns")
+    for prop in properties:
+        if isinstance(prop, exp.PartitionedByProperty):
+            continue
+        if isinstance(prop, exp.FileFormatProperty) and prop.name.upper() == "DELTA":
+            continue
+        if type(prop) is exp.Property and prop.name in _PROPERTIES:
+            continue
+        clause = prop.sql(dialect="spark")
+        if type(prop) is exp.Property:
+            clause = f"TBLPROPERTIES '{prop.name}'"
+        hint = " (its description is the comment above CREATE TABLE)"
+        _unsupported(where, clause, hint if isinstance(prop, exp.SchemaCommentProperty) else "")
+
+
 def _header_comment(text: str) -> str:
     lines = [ln[2:].strip() for ln in text.splitlines() if ln.startswith("--")]
     return " ".join(lines)
@@ -135,6 +176,7 @@ def load_table(path: Path) -> TableDef:
         raise UserError(f"{where}: {problem.message}") from None
     if not isinstance(tree, exp.Create) or tree.kind != "TABLE":
         raise UserError(f"{path}: expected one CREATE TABLE statement")
+    _check_clauses(tree, path)
     name = tree.this.this.name
     if name != path.stem:
         raise UserError(f"{path}: table '{name}' must be named after its file '{path.stem}'")

@@ -36,7 +36,10 @@ __all__ = [
     "run_query",
 ]
 
-READ_ONLY = "only SELECT, SHOW TABLES, SHOW COLUMNS and DESCRIBE are allowed (query is read-only)"
+READ_ONLY = (
+    "only SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES and DESCRIBE are allowed "
+    "(query is read-only)"
+)
 
 
 def parse_query(sql: str) -> exp.Query:

@@ -1,30 +1,49 @@
 """`query`'s statements about the lake rather than its rows, answered from the Delta logs
 (delta-rs) in Spark's form on either engine: `SHOW TABLES [LIKE 'pattern']`, `SHOW COLUMNS
-FROM table` and `DESCRIBE [TABLE] table`, at the snapshot asked for."""
+FROM table`, `SHOW TBLPROPERTIES table [('key')]`, `DESCRIBE [TABLE] table` and Delta's
+`DESCRIBE DETAIL table`, at the snapshot asked for."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
+from deltalake import DeltaTable
 from sqlglot import exp
 
 from engine.errors import UserError
-from engine.lake import LATEST, Snapshot, lake_tables, table_path
+from engine.lake import LATEST, Snapshot, commit_time, lake_tables, table_path
 from engine.plan.table_changes import delta_type_name
 from engine.query.dialect import SparkQuery
 
 __all__ = ["catalog_answer"]
 
-# sqlglot reads SHOW as an opaque command, so its two forms are matched here.
+# sqlglot reads SHOW and DESCRIBE DETAIL as opaque commands, so they are matched here.
+_TABLE = r"(?P<table>\w+|`[^`]+`)"
 _SHOW_TABLES = re.compile(r"\s*SHOW\s+TABLES(?:\s+LIKE\s+'(?P<like>[^']*)')?\s*;?\s*", re.I)
-_SHOW_COLUMNS = re.compile(
-    r"\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+(?P<table>\w+|`[^`]+`)\s*;?\s*", re.I
+_SHOW_COLUMNS = re.compile(rf"\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+{_TABLE}\s*;?\s*", re.I)
+_SHOW_PROPERTIES = re.compile(
+    rf"\s*SHOW\s+TBLPROPERTIES\s+{_TABLE}(?:\s*\(\s*'(?P<key>[^']*)'\s*\))?\s*;?\s*", re.I
 )
+_DESCRIBE_DETAIL = re.compile(rf"\s*DESC(?:RIBE)?\s+DETAIL\s+{_TABLE}\s*;?\s*", re.I)
 _DESCRIBE = re.compile(r"\s*DESC(?:RIBE)?\s", re.I)
+
+# The features a table has by its protocol versions alone (Delta's legacy protocol), each with
+# the reader and writer versions that bring it; a version 3 reader or 7 writer lists its own.
+_LEGACY_FEATURES = {
+    "appendOnly": (1, 2),
+    "invariants": (1, 2),
+    "checkConstraints": (1, 3),
+    "changeDataFeed": (1, 4),
+    "generatedColumns": (1, 4),
+    "columnMapping": (2, 5),
+    "identityColumns": (1, 6),
+}
 
 
 def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table | None:
@@ -40,6 +59,10 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
         name = shown["table"].strip("`")
         columns = [f["name"] for f in _schema(name, lake, snapshot)[0]]
         return pa.table({"col_name": pa.array(columns, pa.string())})
+    if shown := _SHOW_PROPERTIES.fullmatch(sql):
+        return _properties(shown["table"].strip("`"), shown["key"], lake, snapshot)
+    if shown := _DESCRIBE_DETAIL.fullmatch(sql):
+        return _detail(shown["table"].strip("`"), lake, snapshot)
     if _DESCRIBE.match(sql):
         return _describe(sql, lake, snapshot)
     return None
@@ -72,9 +95,9 @@ def _describe(sql: str, lake: Path, snapshot: Snapshot) -> pa.Table | None:
     fields, partitions = _schema(name, lake, snapshot)
     rows = [(f["name"], delta_type_name(f["type"]), f["metadata"].get("comment")) for f in fields]
     if partitions:
-        typed = {name: kind for name, kind, _ in rows}
+        by_name = {row[0]: row for row in rows}
         rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
-        rows += [(p, typed[p], None) for p in partitions]
+        rows += [by_name[p] for p in partitions]
     names, types, comments = zip(*rows, strict=True) if rows else ((), (), ())
     return pa.table(
         {
@@ -82,6 +105,105 @@ def _describe(sql: str, lake: Path, snapshot: Snapshot) -> pa.Table | None:
             "data_type": pa.array(types, pa.string()),
             "comment": pa.array(comments, pa.string()),
         }
+    )
+
+
+def _properties(name: str, key: str | None, lake: Path, snapshot: Snapshot) -> pa.Table:
+    """Spark's SHOW TBLPROPERTIES of a Delta table: its protocol versions and its settings,
+    sorted by key; one key asked for that it lacks is a row saying so, as Spark's."""
+    path = table_path(lake, name)
+    table = snapshot.open(name, path)
+    protocol = table.protocol()
+    clustering = _clustering(path, table)
+    pairs = {
+        **(
+            {"clusteringColumns": json.dumps(clustering, separators=(",", ":"))}
+            if clustering
+            else {}
+        ),
+        "delta.minReaderVersion": str(protocol.min_reader_version),
+        "delta.minWriterVersion": str(protocol.min_writer_version),
+        **{f"delta.feature.{f}": "supported" for f in _explicit_features(table)},
+        **table.metadata().configuration,
+    }
+    if key is not None:
+        pairs = {key: pairs.get(key, f"Table {name} does not have property: {key}")}
+    keys = sorted(pairs)
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            "value": pa.array([pairs[k] for k in keys], pa.string()),
+        }
+    )
+
+
+def _detail(name: str, lake: Path, snapshot: Snapshot) -> pa.Table:
+    """Delta's DESCRIBE DETAIL: one row on the table's files, size, settings and protocol."""
+    path = table_path(lake, name)
+    table = snapshot.open(name, path)
+    metadata, protocol = table.metadata(), table.protocol()
+    files = pa.table(table.get_add_actions(flatten=True))
+    clustering = _clustering(path, table)
+    created = dt.datetime.fromtimestamp(metadata.created_time / 1000, tz=dt.UTC)
+    row = {
+        "format": ("delta", pa.string()),
+        "id": (metadata.id, pa.string()),
+        "name": (metadata.name, pa.string()),
+        "description": (metadata.description, pa.string()),
+        "location": (path.resolve().as_uri().replace("file:///", "file:/"), pa.string()),
+        "createdAt": (created, pa.timestamp("us", tz="UTC")),
+        "lastModified": (commit_time(path, table.version()), pa.timestamp("us", tz="UTC")),
+        "partitionColumns": (metadata.partition_columns, pa.list_(pa.string())),
+        "clusteringColumns": (
+            None if clustering is None else [".".join(c) for c in clustering],
+            pa.list_(pa.string()),
+        ),
+        "numFiles": (files.num_rows, pa.int64()),
+        "sizeInBytes": (pc.sum(files["size_bytes"]).as_py() or 0, pa.int64()),
+        "properties": (list(metadata.configuration.items()), pa.map_(pa.string(), pa.string())),
+        "minReaderVersion": (protocol.min_reader_version, pa.int32()),
+        "minWriterVersion": (protocol.min_writer_version, pa.int32()),
+        "tableFeatures": (_features(table), pa.list_(pa.string())),
+    }
+    return pa.table({column: pa.array([value], kind) for column, (value, kind) in row.items()})
+
+
+def _clustering(path: Path, table: DeltaTable) -> list[list[str]] | None:
+    """A clustered table's columns (each a path of field names), from the last
+    `delta.clustering` domain of its commits, which delta-rs does not read; None when the
+    commits that would hold it were cleaned up. The lake's own tables are never clustered
+    (engine/definitions/tables.py)."""
+    columns: list[list[str]] = []
+    if "clustering" not in _features(table):
+        return columns
+    for version in range(table.version() + 1):
+        try:
+            lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        for action in map(json.loads, filter(None, lines)):
+            domain = action.get("domainMetadata") or {}
+            if domain.get("domain") == "delta.clustering":
+                named = json.loads(domain["configuration"])["clusteringColumns"]
+                columns = [] if domain.get("removed") else named
+    return columns
+
+
+def _explicit_features(table: DeltaTable) -> list[str]:
+    protocol = table.protocol()
+    return sorted({*(protocol.reader_features or ()), *(protocol.writer_features or ())})
+
+
+def _features(table: DeltaTable) -> list[str]:
+    """The table's features, as Delta names them: listed by a table-features protocol, or
+    implied by the versions of a legacy one."""
+    protocol = table.protocol()
+    if protocol.min_writer_version >= 7:
+        return _explicit_features(table)
+    return sorted(
+        feature
+        for feature, (reader, writer) in _LEGACY_FEATURES.items()
+        if protocol.min_reader_version >= reader and protocol.min_writer_version >= writer
     )
 
 

@@ -16,7 +16,7 @@ from deltalake import (
     write_deltalake,
 )
 
-from engine.definitions.tables import TableDef
+from engine.definitions.tables import Column, TableDef
 from engine.lake import dataset, scanner
 from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
@@ -40,6 +40,19 @@ def commit_properties(batch: BatchId) -> CommitProperties:
             "query": batch.query,
             "batch_id": str(batch.batch),
         },
+    )
+
+
+def _commented(schema: pa.Schema, columns: Sequence[Column]) -> Schema:
+    """The Delta schema of `schema`, each column with its DDL comment, as Spark keeps it."""
+    comments = {c.name: c.comment for c in columns}
+    return Schema(
+        [
+            Field(f.name, f.type, nullable=f.nullable, metadata={"comment": comments[f.name]})
+            if comments.get(f.name)
+            else f
+            for f in Schema.from_arrow(schema).fields
+        ]
     )
 
 
@@ -69,7 +82,7 @@ class DeltaSink:
             return DeltaTable(str(self.path))
         return DeltaTable.create(
             str(self.path),
-            schema=self.table.arrow_schema,
+            schema=_commented(self.table.arrow_schema, self.table.columns),
             mode="ignore",
             partition_by=list(self.table.partition_by) or None,
             name=self.table.name,
@@ -95,17 +108,8 @@ class DeltaSink:
     def _alter(self, changes: TableChanges) -> None:
         table = DeltaTable(str(self.path))
         if changes.add:
-            # Schema.from_arrow gives each new column its Delta type; the DDL's comment goes
-            # along as Spark keeps it.
-            new = pa.schema([pa.field(c.name, c.type) for c in changes.add])
-            comments = {c.name: c.comment for c in changes.add}
-            fields = [
-                Field(f.name, f.type, nullable=True, metadata={"comment": comments[f.name]})
-                if comments[f.name]
-                else f
-                for f in Schema.from_arrow(new).fields
-            ]
-            table.alter.add_columns(fields)
+            new = pa.schema([pa.field(c.name, c.type) for c in changes.add])  # NULL in old rows
+            table.alter.add_columns(_commented(new, changes.add).fields)
         for name in changes.relax:
             table.alter.drop_column_not_null(name)
 

@@ -85,7 +85,7 @@ class SparkDeltaSink(DeltaSink):
         self.spark = spark
 
     def _create(self) -> None:
-        # From the DDL file itself: comments and TBLPROPERTIES too (delta-rs takes neither).
+        # From the DDL file itself: its TBLPROPERTIES too (delta-rs refuses keys not Delta's).
         self.spark.sql(create_table_sql(self.table, self.path))
 
     def _alter(self, changes: TableChanges) -> None:

@@ -304,6 +304,23 @@ def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
             "customer_id,string,Customer id",
             "total_items,bigint,Lines in the cart",
         ]
+    # The table's settings as its DDL gave them (Spark's writer keeps them), and Delta's detail.
+    shown = runner("query", "SHOW TBLPROPERTIES carts", "--lake", str(lake), "--format", "csv")
+    assert shown.stdout.splitlines() == [
+        "key,value",
+        "delta.minReaderVersion,1",
+        "delta.minWriterVersion,2",
+        "lake.key,customer_id",
+        "lake.mode,merge",
+    ]
+    detail = runner("query", "DESCRIBE DETAIL events", "--lake", str(lake), "--format", "json")
+    (row,) = json.loads(detail.stdout)
+    assert (row["location"], row["partitionColumns"], row["properties"]) == (
+        (lake / "events").resolve().as_uri().replace("file:///", "file:/"),
+        ["event_date"],
+        [["lake.mode", "append"]],
+    )
+    assert row["numFiles"] == len(list((lake / "events").rglob("*.parquet"))) > 0
     missing = runner("query", "SELECT * FROM nope", "--lake", str(lake))
     assert missing.returncode == 2
     assert "unknown table 'nope'" in one_error_line(missing)

@@ -218,6 +218,15 @@ CASES += [
         " of them) [table]",
         id="table-type",
     ),
+    pytest.param(
+        "tables/order_totals.sql",
+        ") USING DELTA",
+        ") USING DELTA CLUSTER BY (status)",
+        "tables/order_totals.sql: error: CLUSTER BY (status): not supported; a table here has"
+        " typed columns with NOT NULL and COMMENT, PARTITIONED BY, and TBLPROPERTIES 'lake.mode',"
+        " 'lake.key', 'lake.role' [table]",
+        id="table-clause",
+    ),
     # Expectations: a condition reads its view's columns; a bad rule line is a syntax error.
     pytest.param(
         "sql/server_logs/checked_lines.sql",

@@ -914,29 +914,56 @@ def test_a_truncation_unit_spark_does_not_know_gives_null(lake, call, value):
         (
             "DESCRIBE carts",
             [
-                ("customer_id", "string", None),
-                ("total_items", "bigint", None),
-                ("total_price", "double", None),
-                ("products", "array<struct<product_id:string,price:double>>", None),
-                ("updated_at", "timestamp", None),
+                ("customer_id", "string", "Customer id"),
+                ("total_items", "bigint", "Lines in the cart"),
+                ("total_price", "double", "Sum of the prices of the lines"),
+                (
+                    "products",
+                    "array<struct<product_id:string,price:double>>",
+                    "Cart lines in the order they were added",
+                ),
+                ("updated_at", "timestamp", "Event time of the latest change"),
             ],
         ),
         (
-            "desc table events",
+            "desc table odd",
             [
-                ("customer_id", "string", None),
-                ("event_time", "timestamp", None),
-                ("event_type", "string", None),
-                ("product_id", "string", None),
+                ("id", "bigint", None),
+                ("text", "string", None),
                 ("price", "double", None),
-                ("quantity", "int", None),
-                ("source", "string", None),
-                ("logged_out", "boolean", None),
-                ("event_date", "date", None),
+                ("item", "struct<k:string,x:double>", None),
+                ("prices", "array<double>", None),
+            ],
+        ),
+        (
+            "DESCRIBE events",
+            [
+                ("customer_id", "string", "Customer id, e.g. 1028_CId"),
+                ("event_time", "timestamp", "When the event happened (UTC)"),
+                ("event_type", "string", "add_to_cart | product_view | purchase"),
+                ("product_id", "string", "Product of this item"),
+                ("price", "double", "Unit price; Purchase prices have their $ removed"),
+                ("quantity", "int", "Items bought (Purchase), 1 otherwise"),
+                ("source", "string", "Site the event came from, or LoggedOut"),
+                ("logged_out", "boolean", "The customer logged out with this event"),
+                ("event_date", "date", "Date of event_time, the partition column"),
                 ("# Partition Information", "", ""),
                 ("# col_name", "data_type", "comment"),
-                ("event_date", "date", None),
+                ("event_date", "date", "Date of event_time, the partition column"),
             ],
+        ),
+        # Spark's SHOW TBLPROPERTIES: sorted; delta-rs keeps no key of the tool's own
+        (
+            "SHOW TBLPROPERTIES events",
+            [("delta.minReaderVersion", "1"), ("delta.minWriterVersion", "2")],
+        ),
+        (
+            "show tblproperties `events` ('delta.minWriterVersion')",
+            [("delta.minWriterVersion", "2")],
+        ),
+        (
+            "SHOW TBLPROPERTIES events ('lake.mode')",
+            [("lake.mode", "Table events does not have property: lake.mode")],
         ),
     ],
 )
@@ -952,6 +979,8 @@ def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
         ("DESCRIBE HISTORY events", "a table's commits are `runner.py history events`"),
         ("DESCRIBE EXTENDED events", "DESCRIBE EXTENDED events: not answered here"),
         ("DESCRIBE nope", "unknown table 'nope'"),
+        ("DESCRIBE DETAIL nope", "unknown table 'nope'"),
+        ("SHOW TBLPROPERTIES nope", "unknown table 'nope'"),
         ("SHOW COLUMNS FROM nope", "unknown table 'nope'"),
         ("SHOW TABLES LIKE '('", "SHOW TABLES LIKE '(': missing )"),
     ],
@@ -964,6 +993,35 @@ def test_show_and_describe_refuse_in_one_line(lake, sql, error):
 @pytest.mark.parametrize("sql", ["SELECT 1", "DESCRIBE SELECT 1", "SHOW DATABASES", "DESC"])
 def test_other_statements_are_left_to_the_query_check(lake, sql):
     assert catalog_answer(sql, lake) is None
+
+
+def test_describe_detail_tells_the_files_and_protocol_at_the_snapshot(lake):
+    # Delta's DESCRIBE DETAIL, column for column as Spark printed it for this table
+    latest = catalog_answer("DESCRIBE DETAIL events", lake)
+    first = catalog_answer("describe detail events;", lake, Snapshot(version=0))
+    assert latest is not None and first is not None
+    assert latest.schema.names == [
+        "format", "id", "name", "description", "location", "createdAt", "lastModified",
+        "partitionColumns", "clusteringColumns", "numFiles", "sizeInBytes", "properties",
+        "minReaderVersion", "minWriterVersion", "tableFeatures",
+    ]  # fmt: skip
+    now, then = latest.to_pylist()[0], first.to_pylist()[0]
+    files = sorted((lake / "events").rglob("*.parquet"))
+    assert now["location"] == f"file:{(lake / 'events').resolve()}"
+    assert (now["format"], now["partitionColumns"], now["clusteringColumns"]) == (
+        "delta",
+        ["event_date"],
+        [],
+    )
+    assert (now["numFiles"], now["sizeInBytes"]) == (
+        len(files),
+        sum(f.stat().st_size for f in files),
+    )
+    assert (then["numFiles"], then["sizeInBytes"]) == (0, 0)  # created empty
+    assert now["id"] == then["id"] and now["createdAt"] == then["createdAt"]
+    assert then["lastModified"] < now["lastModified"]
+    assert (now["minReaderVersion"], now["minWriterVersion"]) == (1, 2)
+    assert now["tableFeatures"] == ["appendOnly", "invariants"]
 
 
 def test_format_number_with_a_pattern_is_refused(lake):
@@ -1023,3 +1081,59 @@ def test_whole_numbers_and_decimals_have_spark_types(lake):
     assert [str(t) for t in types[:3]] == ["int64"] * 3
     assert all(pa.types.is_decimal(t) and t.scale == 2 for t in types[3:])
     assert rows(sql, lake) == [(9, 2, 1, Decimal("0.13"), Decimal("0.12"))]
+
+
+def test_a_clustered_table_from_elsewhere_shows_its_clustering(tmp_path):
+    # The commit Spark writes for `CREATE TABLE ... (a INT, b STRING) USING DELTA CLUSTER BY
+    # (a)`: the columns are a domain of the log, which delta-rs does not read.
+    fields = [
+        {"name": n, "type": t, "nullable": True, "metadata": {}}
+        for n, t in (("a", "integer"), ("b", "string"))
+    ]
+    schema = {"type": "struct", "fields": fields}
+    actions = [
+        {"commitInfo": {"timestamp": 1795751783380, "operation": "CREATE TABLE"}},
+        {
+            "metaData": {
+                "id": "02879bdf-22be-46f3-be13-e1d6fea0dfc3",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 1795751783191,
+            }
+        },
+        {
+            "protocol": {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["domainMetadata", "clustering", "invariants", "appendOnly"],
+            }
+        },
+        {
+            "domainMetadata": {
+                "domain": "delta.clustering",
+                "configuration": json.dumps({"clusteringColumns": [["a"]]}),
+                "removed": False,
+            }
+        },
+    ]
+    log = tmp_path / "lake" / "clu" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+    detail = catalog_answer("DESCRIBE DETAIL clu", tmp_path / "lake")
+    shown = catalog_answer("SHOW TBLPROPERTIES clu", tmp_path / "lake")
+    assert detail is not None and shown is not None
+    row = detail.to_pylist()[0]
+    assert (row["clusteringColumns"], row["numFiles"], row["minWriterVersion"]) == (["a"], 0, 7)
+    assert row["tableFeatures"] == ["appendOnly", "clustering", "domainMetadata", "invariants"]
+    # as Spark printed them for that table
+    assert [tuple(r.values()) for r in shown.to_pylist()] == [
+        ("clusteringColumns", '[["a"]]'),
+        ("delta.feature.appendOnly", "supported"),
+        ("delta.feature.clustering", "supported"),
+        ("delta.feature.domainMetadata", "supported"),
+        ("delta.feature.invariants", "supported"),
+        ("delta.minReaderVersion", "1"),
+        ("delta.minWriterVersion", "7"),
+    ]
