@@ -148,24 +148,54 @@ def _spark_tables(
     return frames
 
 
-def _variants_as_json(frame: Any) -> Any:
-    """The query's VARIANT columns as their JSON text, as Spark shows them and DuckDB prints
-    JSON: Arrow would get the binary encoding, and pyspark cannot convert a NULL one."""
+def _printable(frame: Any) -> Any:
+    """The query's columns as pyspark's Arrow conversion can take them and both engines print
+    them: a VARIANT as its JSON text (Arrow would get the binary encoding, and a NULL one fails),
+    and Spark's NULL type inside an array, map or struct (`map()`, `array_repeat(NULL, 2)`,
+    which the conversion refuses) as STRING, which holds only NULLs there."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import VariantType
 
     fields = frame.schema.fields
-    if not any(isinstance(f.dataType, VariantType) for f in fields):
+    columns, changed = [], False
+    for i, field in enumerate(fields):
+        column = F.col(f"_{i}")
+        if isinstance(field.dataType, VariantType):
+            column, changed = F.to_json(column), True
+        elif (typed := _void_as_string(field.dataType)) is not None:
+            column, changed = column.cast(typed), True
+        columns.append(column.alias(field.name))
+    if not changed:
         return frame
-    places = frame.toDF(*(f"_{i}" for i in range(len(fields))))  # names may repeat
-    return places.select(
-        *(
-            (
-                F.to_json(F.col(f"_{i}")) if isinstance(f.dataType, VariantType) else F.col(f"_{i}")
-            ).alias(f.name)
-            for i, f in enumerate(fields)
+    return frame.toDF(*(f"_{i}" for i in range(len(fields)))).select(*columns)  # names may repeat
+
+
+def _void_as_string(kind: Any) -> Any:
+    """`kind` with each NULL type inside it as STRING; None when it has none inside."""
+    from pyspark.sql.types import ArrayType, MapType, NullType, StringType, StructField, StructType
+
+    def replaced(inner: Any) -> Any:
+        return StringType() if isinstance(inner, NullType) else _void_as_string(inner)
+
+    if isinstance(kind, ArrayType):
+        element = replaced(kind.elementType)
+        return None if element is None else ArrayType(element, kind.containsNull)
+    if isinstance(kind, MapType):
+        key, value = replaced(kind.keyType), replaced(kind.valueType)
+        if key is None and value is None:
+            return None
+        return MapType(key or kind.keyType, value or kind.valueType, kind.valueContainsNull)
+    if isinstance(kind, StructType):
+        inner = [replaced(f.dataType) for f in kind.fields]
+        if all(t is None for t in inner):
+            return None
+        return StructType(
+            [
+                StructField(f.name, t or f.dataType, f.nullable, f.metadata)
+                for f, t in zip(kind.fields, inner, strict=True)
+            ]
         )
-    )
+    return None
 
 
 # Spark replaces `${env:HOME}`, `${system:user.name}` and `${spark.x}` in SQL text before
@@ -188,7 +218,7 @@ def run_query(spark: SparkSession, sql: str, lake: Path, snapshot: Snapshot = LA
         check_bare_names(tree, [c for f in frames.values() for c in f.columns])
         for name, frame in frames.items():
             frame.createOrReplaceTempView(name)
-        return _variants_as_json(spark.sql(sql)).toArrow()
+        return _printable(spark.sql(sql)).toArrow()
     except PySparkException as err:
         raise UserError(f"query: {spark_error_line(err)}") from None
     finally:

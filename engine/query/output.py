@@ -55,11 +55,16 @@ def _plain(value: Any) -> Any:
         return _interval(value.days, value.seconds * 1_000_000 + value.microseconds)
     if isinstance(value, pa.MonthDayNano):  # DuckDB's intervals
         return _interval(value.days, value.nanoseconds // 1000, value.months)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a struct, or a map (its keys as text, as JSON has them)
+        return {_key(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def _key(key: Any) -> str:
+    plain = _plain(key)
+    return plain if isinstance(plain, str) else _dumps(plain)
 
 
 def _dumps(plain: Any) -> str:
@@ -95,13 +100,22 @@ def _values(column: pa.ChunkedArray) -> list[Any]:
         )
         column = column.cast(shortest).cast(wide)
     try:
-        return column.to_pylist()
+        return _pylist(column)
     except (OverflowError, ValueError):
         # A date or time past Python's year 9999 (Spark and DuckDB go further): Arrow's text.
         text = replace_leaves(
             column.type, lambda t: pa.string() if pa.types.is_temporal(t) else None
         )
-        return column.cast(text or column.type).to_pylist()
+        return _pylist(column.cast(text or column.type))
+
+
+def _pylist(column: pa.ChunkedArray) -> list[Any]:
+    """The column's values, a map as a dict, so it prints as a JSON object ({"a": 1}), as
+    Spark's to_json writes one; a map keyed by structs or arrays keeps its entries as pairs."""
+    try:
+        return column.to_pylist(maps_as_pydicts="strict")
+    except TypeError:  # such a key is not hashable
+        return column.to_pylist()
 
 
 def _rows(result: pa.Table) -> list[list[Any]]:

@@ -318,7 +318,7 @@ def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
     assert (row["location"], row["partitionColumns"], row["properties"]) == (
         (lake / "events").resolve().as_uri().replace("file:///", "file:/"),
         ["event_date"],
-        [["lake.mode", "append"]],
+        {"lake.mode": "append"},
     )
     assert row["numFiles"] == len(list((lake / "events").rglob("*.parquet"))) > 0
     missing = runner("query", "SELECT * FROM nope", "--lake", str(lake))

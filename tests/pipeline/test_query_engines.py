@@ -293,6 +293,10 @@ QUERIES = [
     "GROUP BY k, session_window(t, '5 minutes')",
     "SELECT customer_id, session_window(event_time, '2 hours'), count(*), sum(price) AS spent "
     "FROM events WHERE event_type <> 'x' GROUP BY 1, 2",
+    # maps print as JSON objects; Spark's NULL type inside an array or map (`map()`,
+    # `array_repeat(NULL, 2)`) failed in pyspark's Arrow conversion
+    "SELECT map('q', quantity, 'p', NULL) AS m, map(event_date, price) AS k, map() AS e, "
+    "array_repeat(NULL, 2) AS a, named_struct('n', NULL, 'm', map()) AS s FROM events",
 ]
 
 

@@ -580,6 +580,27 @@ def test_values_python_cannot_hold_still_print():
     ]
 
 
+def test_a_map_prints_as_a_json_object_its_keys_as_text():
+    # as Spark's to_json writes a map (the entries printed as pairs of a list)
+    by_text = pa.array([[("a", 1), ("b", None)], [], None], pa.map_(pa.string(), pa.int64()))
+    by_date = pa.array([[(dt.date(2024, 1, 1), True)]] * 3, pa.map_(pa.date32(), pa.bool_()))
+    # a key no JSON object can have stays a pair, as before
+    by_struct = pa.array(
+        [[({"x": 1}, 2)], None, []], pa.map_(pa.struct([("x", pa.int64())]), pa.int64())
+    )
+    result = pa.table({"m": by_text, "d": by_date, "s": by_struct})
+    out = io.StringIO()
+    print_rows(result, "json", out)
+    assert strict_json(out.getvalue()) == [
+        {"m": {"a": 1, "b": None}, "d": {"2024-01-01": True}, "s": [[{"x": 1}, 2]]},
+        {"m": {}, "d": {"2024-01-01": True}, "s": None},
+        {"m": None, "d": {"2024-01-01": True}, "s": []},
+    ]
+    out = io.StringIO()
+    print_rows(result.select(["m"]), "table", out)
+    assert out.getvalue().splitlines()[3] == '| {"a": 1, "b": null} |'
+
+
 @pytest.mark.parametrize(
     ("column", "text"),
     [
