@@ -12,26 +12,38 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
 from deltalake import DeltaTable
-from sqlglot import exp
 
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, commit_time, lake_tables, table_path
 from engine.plan.table_changes import delta_type_name
-from engine.query.dialect import SparkQuery
 
 __all__ = ["catalog_answer"]
 
-# sqlglot reads SHOW and DESCRIBE DETAIL as opaque commands, so they are matched here.
-_TABLE = r"(?P<table>\w+|`[^`]+`)"
-_SHOW_TABLES = re.compile(r"\s*SHOW\s+TABLES(?:\s+LIKE\s+'(?P<like>[^']*)')?\s*;?\s*", re.I)
-_SHOW_COLUMNS = re.compile(rf"\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+{_TABLE}\s*;?\s*", re.I)
+# sqlglot reads SHOW and most DESCRIBE forms as opaque commands, so they are matched here. A
+# name may have parts (`db.t`): it names no table of the lake, which the error then lists.
+_NAME = r"(?:\w+|`[^`]+`)(?:\s*\.\s*(?:\w+|`[^`]+`))*"
+_TABLE = rf"(?P<table>{_NAME})"
+_END = r"\s*;?\s*"
+_SHOW_TABLES = re.compile(rf"\s*SHOW\s+TABLES(?:\s+LIKE\s+'(?P<like>[^']*)')?{_END}", re.I)
+_SHOW_COLUMNS = re.compile(rf"\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+{_TABLE}{_END}", re.I)
 _SHOW_PROPERTIES = re.compile(
-    rf"\s*SHOW\s+TBLPROPERTIES\s+{_TABLE}(?:\s*\(\s*'(?P<key>[^']*)'\s*\))?\s*;?\s*", re.I
+    rf"\s*SHOW\s+TBLPROPERTIES\s+{_TABLE}(?:\s*\(\s*'(?P<key>[^']*)'\s*\))?{_END}", re.I
 )
-_DESCRIBE_DETAIL = re.compile(rf"\s*DESC(?:RIBE)?\s+DETAIL\s+{_TABLE}\s*;?\s*", re.I)
-_DESCRIBE = re.compile(r"\s*DESC(?:RIBE)?\s", re.I)
+_DESCRIBE_DETAIL = re.compile(rf"\s*DESC(?:RIBE)?\s+DETAIL\s+{_TABLE}{_END}", re.I)
+_DESCRIBE_HISTORY = re.compile(rf"\s*DESC(?:RIBE)?\s+HISTORY\s+{_TABLE}\b.*", re.I | re.S)
+# DESCRIBE of anything but a table; a query (DESCRIBE [QUERY] SELECT ...) is among them.
+_DESCRIBE_OTHER = re.compile(
+    r"\s*DESC(?:RIBE)?\s+(?P<what>FUNCTION|DATABASE|SCHEMA|NAMESPACE|CATALOG|QUERY|SELECT|WITH|"
+    r"VALUES|FROM|TABLE\s*\()\b.*",
+    re.I | re.S,
+)
+# Spark's DESC[RIBE] [TABLE] [EXTENDED | FORMATTED] table [PARTITION (...)] [column].
+_DESCRIBE = re.compile(
+    rf"\s*DESC(?:RIBE)?\s+(?:TABLE\s+)?(?:(?P<style>EXTENDED|FORMATTED)\s+)?{_TABLE}"
+    rf"(?P<partition>\s+PARTITION\s*\([^)]*\))?(?:\s+(?P<column>{_NAME}))?{_END}",
+    re.I,
+)
 
 # The features a table has by its protocol versions alone (Delta's legacy protocol), each with
 # the reader and writer versions that bring it; a version 3 reader or 7 writer lists its own.
@@ -47,8 +59,8 @@ _LEGACY_FEATURES = {
 
 
 def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table | None:
-    """The answer to a SHOW TABLES, SHOW COLUMNS or DESCRIBE statement over the lake; None
-    when `sql` is none of them (a query, or anything `parse_query` refuses)."""
+    """The answer to a SHOW (TABLES, COLUMNS, TBLPROPERTIES) or DESCRIBE statement over the
+    lake; None when `sql` is none of them (a query, or anything `parse_query` refuses)."""
     if shown := _SHOW_TABLES.fullmatch(sql):
         names = list(lake_tables(lake))
         if shown["like"] is not None:
@@ -56,16 +68,30 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
             names = [n for n in names if like.fullmatch(n)]
         return pa.table({"tableName": pa.array(names, pa.string())})
     if shown := _SHOW_COLUMNS.fullmatch(sql):
-        name = shown["table"].strip("`")
-        columns = [f["name"] for f in _schema(name, lake, snapshot)[0]]
+        columns = [f["name"] for f in _schema(_table(shown), lake, snapshot)[0]]
         return pa.table({"col_name": pa.array(columns, pa.string())})
     if shown := _SHOW_PROPERTIES.fullmatch(sql):
-        return _properties(shown["table"].strip("`"), shown["key"], lake, snapshot)
+        return _properties(_table(shown), shown["key"], lake, snapshot)
     if shown := _DESCRIBE_DETAIL.fullmatch(sql):
-        return _detail(shown["table"].strip("`"), lake, snapshot)
-    if _DESCRIBE.match(sql):
-        return _describe(sql, lake, snapshot)
+        return _detail(_table(shown), lake, snapshot)
+    if shown := _DESCRIBE_HISTORY.fullmatch(sql):
+        name = _table(shown)
+        raise UserError(
+            f"query: DESCRIBE HISTORY {name}: a table's commits are `runner.py history {name}`"
+        )
+    if shown := _DESCRIBE_OTHER.fullmatch(sql):
+        what = " ".join(shown["what"].upper().split()).rstrip("(").strip()
+        raise UserError(
+            f"query: DESCRIBE {what}: not answered here; DESCRIBE <table> gives a table's columns"
+        )
+    if shown := _DESCRIBE.fullmatch(sql):
+        return _describe(shown, lake, snapshot)
     return None
+
+
+def _table(shown: re.Match[str]) -> str:
+    """The table name a statement gave, without its backticks."""
+    return re.sub(r"\s*\.\s*", ".", shown["table"].replace("`", ""))
 
 
 def _like(pattern: str) -> re.Pattern[str]:
@@ -78,20 +104,23 @@ def _like(pattern: str) -> re.Pattern[str]:
         raise UserError(f"query: SHOW TABLES LIKE '{pattern}': {err}") from None
 
 
-def _describe(sql: str, lake: Path, snapshot: Snapshot) -> pa.Table | None:
-    try:
-        tree = sqlglot.parse_one(sql, read=SparkQuery)
-    except sqlglot.errors.SqlglotError:
-        return None  # parse_query reports it
-    if not isinstance(tree, exp.Describe) or not isinstance(tree.this, exp.Table):
-        return None
-    name = tree.this.name
-    style = str(tree.args.get("style") or "").upper()  # EXTENDED, FORMATTED, HISTORY
-    if style:
-        words = f"DESCRIBE {style} {name}"
-        if style == "HISTORY":
-            raise UserError(f"query: {words}: a table's commits are `runner.py history {name}`")
-        raise UserError(f"query: {words}: not answered here; DESCRIBE {name} gives its columns")
+def _describe(shown: re.Match[str], lake: Path, snapshot: Snapshot) -> pa.Table:
+    """Spark's DESCRIBE of a Delta table: its columns then its partition columns, or one
+    column's name, type and comment."""
+    name = _table(shown)
+    if shown["partition"]:
+        raise UserError(
+            f"query: DESCRIBE {name} PARTITION: a Delta table has no partition management (as "
+            f"in Spark); DESCRIBE DETAIL {name} gives its partition columns"
+        )
+    if shown["column"]:
+        return _describe_column(name, shown["column"].replace("`", ""), lake, snapshot)
+    if shown["style"]:
+        style = shown["style"].upper()
+        raise UserError(
+            f"query: DESCRIBE {style} {name}: not answered here; DESCRIBE {name} gives its "
+            f"columns, DESCRIBE DETAIL {name} its files and settings"
+        )
     fields, partitions = _schema(name, lake, snapshot)
     rows = [(f["name"], delta_type_name(f["type"]), f["metadata"].get("comment")) for f in fields]
     if partitions:
@@ -204,6 +233,25 @@ def _features(table: DeltaTable) -> list[str]:
         feature
         for feature, (reader, writer) in _LEGACY_FEATURES.items()
         if protocol.min_reader_version >= reader and protocol.min_writer_version >= writer
+    )
+
+
+def _describe_column(name: str, column: str, lake: Path, snapshot: Snapshot) -> pa.Table:
+    """Spark's DESCRIBE table column: the column's name as written, type and comment (text
+    'NULL' without one), as rows of info_name and info_value; a column of a struct is refused."""
+    if "." in column:
+        raise UserError(f"query: DESCRIBE {name} {column}: a nested column is not described")
+    fields = _schema(name, lake, snapshot)[0]
+    field = next((f for f in fields if f["name"].lower() == column.lower()), None)
+    if field is None:
+        names = ", ".join(f["name"] for f in fields)
+        raise UserError(f"query: DESCRIBE {name}: no column '{column}' (columns: {names})")
+    values = [column, delta_type_name(field["type"]), field["metadata"].get("comment", "NULL")]
+    return pa.table(
+        {
+            "info_name": pa.array(["col_name", "data_type", "comment"], pa.string()),
+            "info_value": pa.array(values, pa.string()),
+        }
     )
 
 

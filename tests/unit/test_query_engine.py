@@ -973,6 +973,19 @@ def test_a_truncation_unit_spark_does_not_know_gives_null(lake, call, value):
                 ("event_date", "date", "Date of event_time, the partition column"),
             ],
         ),
+        # one column, as Spark's: the name as written, found in any case; 'NULL' for no comment
+        (
+            "DESC TABLE EXTENDED events EVENT_TIME;",
+            [
+                ("col_name", "EVENT_TIME"),
+                ("data_type", "timestamp"),
+                ("comment", "When the event happened (UTC)"),
+            ],
+        ),
+        (
+            "DESCRIBE odd `item`",
+            [("col_name", "item"), ("data_type", "struct<k:string,x:double>"), ("comment", "NULL")],
+        ),
         # Spark's SHOW TBLPROPERTIES: sorted; delta-rs keeps no key of the tool's own
         (
             "SHOW TBLPROPERTIES events",
@@ -999,6 +1012,17 @@ def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
     [
         ("DESCRIBE HISTORY events", "a table's commits are `runner.py history events`"),
         ("DESCRIBE EXTENDED events", "DESCRIBE EXTENDED events: not answered here"),
+        ("DESCRIBE HISTORY events LIMIT 1", "a table's commits are `runner.py history events`"),
+        ("DESCRIBE FUNCTION upper", "DESCRIBE FUNCTION: not answered here"),
+        ("DESCRIBE SELECT 1", "DESCRIBE SELECT: not answered here"),
+        ("desc query with t AS (SELECT 1) SELECT * FROM t", "DESCRIBE QUERY: not answered here"),
+        # Spark: partition management is not supported by Delta, nor a nested column
+        ("DESC events PARTITION (event_date = '2024-06-01')", "a Delta table has no partition"),
+        ("DESCRIBE odd item.k", "DESCRIBE odd item.k: a nested column is not described"),
+        ("DESCRIBE odd nope", "DESCRIBE odd: no column 'nope' (columns: id, text, price, item,"),
+        # a name of two parts is no table of the lake (it was read as `events`)
+        ("DESCRIBE db.events", "unknown table 'db.events'"),
+        ("SHOW COLUMNS IN db . `events`", "unknown table 'db.events'"),
         ("DESCRIBE nope", "unknown table 'nope'"),
         ("DESCRIBE DETAIL nope", "unknown table 'nope'"),
         ("SHOW TBLPROPERTIES nope", "unknown table 'nope'"),
@@ -1011,7 +1035,7 @@ def test_show_and_describe_refuse_in_one_line(lake, sql, error):
         catalog_answer(sql, lake)
 
 
-@pytest.mark.parametrize("sql", ["SELECT 1", "DESCRIBE SELECT 1", "SHOW DATABASES", "DESC"])
+@pytest.mark.parametrize("sql", ["SELECT 1", "SHOW DATABASES", "DESC", "DESCRIBE a b c"])
 def test_other_statements_are_left_to_the_query_check(lake, sql):
     assert catalog_answer(sql, lake) is None
 
