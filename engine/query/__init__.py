@@ -64,10 +64,17 @@ def parse_query(sql: str) -> exp.Query:
     if not isinstance(tree, exp.Query) or tree.find(exp.DDL, exp.DML, exp.Command, exp.Set):
         raise UserError(f"query: {READ_ONLY}")
     for table in tree.find_all(exp.Table):
-        if not isinstance(table.this, exp.Identifier) or table.args.get("db"):
+        if not isinstance(table.this, exp.Identifier):
             raise UserError(
                 f"query: FROM {table.this.sql(dialect='spark')}: only the lake's tables can be "
                 "read (no table functions)"
+            )
+        if table.args.get("db"):
+            # `delta.`/path``, `parquet.`/path`` or `db.t`: the lake's tables go by their names.
+            written = ".".join(part.sql(dialect="spark") for part in table.parts)
+            raise UserError(
+                f"query: FROM {written}: only the lake's tables can be read, by their names "
+                f"alone (FROM {Path(table.name).name or table.name})"
             )
         alias = table.args.get("alias")
         if table.args.get("version"):

@@ -426,6 +426,13 @@ CALLS: list[tuple[str, str | None]] = [
     (f"EXECUTE IMMEDIATE 'SELECT reflect({LINE_SEP})'", READ_ONLY),
     ("SELECT * FROM range(10)", "FROM RANGE(10): only the lake's tables can be read"),
     ("SELECT * FROM IDENTIFIER('events')", "FROM IDENTIFIER('events'): only the lake's"),
+    # a Spark user's path or catalog names: the table had its qualifier dropped in the message
+    (
+        "SELECT * FROM delta.`/data/lake/events`",
+        "FROM delta.`/data/lake/events`: only the lake's tables can be read, by their names "
+        "alone (FROM events)",
+    ),
+    ("SELECT * FROM spark_catalog.db.carts c", "FROM spark_catalog.db.carts: only the lake's"),
     ("SELECT IDENTIFIER('customer_id') FROM events", "identifier() is not allowed: "),
     # the environment
     ("SELECT current_user()", "current_user() is not allowed: "),
