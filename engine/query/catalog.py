@@ -30,6 +30,8 @@ _SHOW_COLUMNS = re.compile(rf"\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+{_TABLE}{_END}",
 _SHOW_PROPERTIES = re.compile(
     rf"\s*SHOW\s+TBLPROPERTIES\s+{_TABLE}(?:\s*\(\s*'(?P<key>[^']*)'\s*\))?{_END}", re.I
 )
+_SHOW_CREATE = re.compile(rf"\s*SHOW\s+CREATE\s+TABLE\s+{_TABLE}.*", re.I | re.S)
+_SHOW_PARTITIONS = re.compile(rf"\s*SHOW\s+PARTITIONS\s+{_TABLE}.*", re.I | re.S)
 _DESCRIBE_DETAIL = re.compile(rf"\s*DESC(?:RIBE)?\s+DETAIL\s+{_TABLE}{_END}", re.I)
 _DESCRIBE_HISTORY = re.compile(rf"\s*DESC(?:RIBE)?\s+HISTORY\s+{_TABLE}\b.*", re.I | re.S)
 # DESCRIBE of anything but a table; a query (DESCRIBE [QUERY] SELECT ...) is among them.
@@ -72,6 +74,18 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
         return pa.table({"col_name": pa.array(columns, pa.string())})
     if shown := _SHOW_PROPERTIES.fullmatch(sql):
         return _properties(_table(shown), shown["key"], lake, snapshot)
+    if shown := _SHOW_CREATE.fullmatch(sql):
+        name = _table(shown)
+        raise UserError(
+            f"query: SHOW CREATE TABLE {name}: Spark does not answer it for a Delta table; the "
+            f"table's DDL is tables/{name}.sql, DESCRIBE {name} gives its columns"
+        )
+    if shown := _SHOW_PARTITIONS.fullmatch(sql):
+        name = _table(shown)
+        raise UserError(
+            f"query: SHOW PARTITIONS {name}: a Delta table has no partition management (as in "
+            f"Spark); SELECT DISTINCT its partition columns (DESCRIBE DETAIL {name} names them)"
+        )
     if shown := _DESCRIBE_DETAIL.fullmatch(sql):
         return _detail(_table(shown), lake, snapshot)
     if shown := _DESCRIBE_HISTORY.fullmatch(sql):

@@ -1022,6 +1022,8 @@ def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
         ("DESCRIBE HISTORY events LIMIT 1", "a table's commits are `runner.py history events`"),
         ("DESCRIBE FUNCTION upper", "DESCRIBE FUNCTION: not answered here"),
         ("DESCRIBE SELECT 1", "DESCRIBE SELECT: not answered here"),
+        ("SHOW CREATE TABLE events", "the table's DDL is tables/events.sql"),
+        ("show partitions events", "SHOW PARTITIONS events: a Delta table has no partition"),
         ("desc query with t AS (SELECT 1) SELECT * FROM t", "DESCRIBE QUERY: not answered here"),
         # Spark: partition management is not supported by Delta, nor a nested column
         ("DESC events PARTITION (event_date = '2024-06-01')", "a Delta table has no partition"),
