@@ -1,7 +1,8 @@
 """`query`'s statements about the lake rather than its rows, answered from the Delta logs
 (delta-rs) in Spark's form on either engine: `SHOW TABLES [LIKE 'pattern']`, `SHOW COLUMNS
-FROM table`, `SHOW TBLPROPERTIES table [('key')]`, `DESCRIBE [TABLE] table` and Delta's
-`DESCRIBE DETAIL table`, at the snapshot asked for."""
+FROM table`, `SHOW TBLPROPERTIES table [('key')]`, `DESCRIBE [TABLE] table [column]` and
+Delta's `DESCRIBE DETAIL table`, at the snapshot asked for; the forms Spark has and this does
+not answer are refused in one line saying what to use."""
 
 from __future__ import annotations
 
@@ -187,7 +188,8 @@ def _detail(name: str, lake: Path, snapshot: Snapshot) -> pa.Table:
     metadata, protocol = table.metadata(), table.protocol()
     files = pa.table(table.get_add_actions(flatten=True))
     clustering = _clustering(path, table)
-    created = dt.datetime.fromtimestamp(metadata.created_time / 1000, tz=dt.UTC)
+    millis = metadata.created_time  # a log may leave it out
+    created = None if millis is None else dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
     row = {
         "format": ("delta", pa.string()),
         "id": (metadata.id, pa.string()),
