@@ -66,8 +66,19 @@ class TableDef:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
-        """The table's schema as Arrow, the form delta-rs writes."""
-        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
+        """The table's schema as Arrow, the form delta-rs writes; a column's DDL comment is its
+        field's `comment` metadata, which delta-rs keeps in the Delta schema, as Spark does."""
+        return pa.schema(
+            [
+                pa.field(
+                    c.name,
+                    c.type,
+                    nullable=c.nullable,
+                    metadata={"comment": c.comment} if c.comment else None,
+                )
+                for c in self.columns
+            ]
+        )
 
     @property
     def column_names(self) -> list[str]:

@@ -10,13 +10,12 @@ import pyarrow as pa
 from deltalake import (
     CommitProperties,
     DeltaTable,
-    Field,
     Schema,
     Transaction,
     write_deltalake,
 )
 
-from engine.definitions.tables import Column, TableDef
+from engine.definitions.tables import TableDef
 from engine.lake import dataset, scanner
 from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
@@ -40,19 +39,6 @@ def commit_properties(batch: BatchId) -> CommitProperties:
             "query": batch.query,
             "batch_id": str(batch.batch),
         },
-    )
-
-
-def _commented(schema: pa.Schema, columns: Sequence[Column]) -> Schema:
-    """The Delta schema of `schema`, each column with its DDL comment, as Spark keeps it."""
-    comments = {c.name: c.comment for c in columns}
-    return Schema(
-        [
-            Field(f.name, f.type, nullable=f.nullable, metadata={"comment": comments[f.name]})
-            if comments.get(f.name)
-            else f
-            for f in Schema.from_arrow(schema).fields
-        ]
     )
 
 
@@ -82,7 +68,7 @@ class DeltaSink:
             return DeltaTable(str(self.path))
         return DeltaTable.create(
             str(self.path),
-            schema=_commented(self.table.arrow_schema, self.table.columns),
+            schema=self.table.arrow_schema,
             mode="ignore",
             partition_by=list(self.table.partition_by) or None,
             name=self.table.name,
@@ -108,8 +94,10 @@ class DeltaSink:
     def _alter(self, changes: TableChanges) -> None:
         table = DeltaTable(str(self.path))
         if changes.add:
-            new = pa.schema([pa.field(c.name, c.type) for c in changes.add])  # NULL in old rows
-            table.alter.add_columns(_commented(new, changes.add).fields)
+            # Nullable: the rows already there have none. The DDL's comment goes along.
+            declared = self.table.arrow_schema
+            new = pa.schema([declared.field(c.name).with_nullable(True) for c in changes.add])
+            table.alter.add_columns(Schema.from_arrow(new).fields)
         for name in changes.relax:
             table.alter.drop_column_not_null(name)
 

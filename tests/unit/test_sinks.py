@@ -123,3 +123,19 @@ def test_partitioned_append(tmp_path):
     sink.write(data, batch(0))
     assert (sink.path / "event_date=2019-06-20").is_dir()
     assert DeltaTable(str(sink.path)).metadata().partition_columns == ["event_date"]
+
+
+def test_the_ddl_comments_stay_through_creation_and_rebuild(tmp_path):
+    # `DESCRIBE` reads them from the Delta schema; a table delta-rs created had none, and an
+    # overwrite (--full-refresh) would have written the schema again without them.
+    sink = DeltaSink(TABLES["carts"], tmp_path)
+    sink.write(carts(("a", 1)), batch(0))
+
+    def comments() -> dict[str, str]:
+        fields = DeltaTable(str(sink.path)).schema().fields
+        return {f.name: f.metadata.get("comment") for f in fields}
+
+    expected = {c.name: c.comment for c in TABLES["carts"].columns}
+    assert comments() == expected and expected["customer_id"] == "Customer id"
+    sink.rebuild(pipeline=None)
+    assert comments() == expected and rows(sink) == []
