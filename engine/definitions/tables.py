@@ -92,6 +92,19 @@ class TableDef:
 
 
 def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
+    # Spark's writer checks a VARCHAR's length and a STRUCT field's NOT NULL on every row;
+    # delta-rs's writes neither, so a table would take rows on one writer it refuses on the other.
+    if dtype.this == exp.DataType.Type.VARCHAR and dtype.expressions:
+        raise UserError(
+            f"{where}: {dtype.sql(dialect='spark')}: a length is not supported; use STRING"
+        )
+    if dtype.this == exp.DataType.Type.STRUCT:
+        for f in dtype.expressions:
+            for c in f.args.get("constraints") or []:
+                raise UserError(
+                    f"{where}: STRUCT field {f.name}: {c.sql(dialect='spark')}: not supported; "
+                    "a STRUCT's fields have a name and a type"
+                )
     if dtype.this in _SCALARS:
         return _SCALARS[dtype.this]
     if dtype.this == exp.DataType.Type.ARRAY:

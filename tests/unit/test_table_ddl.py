@@ -87,6 +87,16 @@ def test_a_clause_the_lake_would_not_honour_is_refused(tmp_path, ddl, clause):
             "COMMENT 'mine': not supported; .* \\(its description is the comment above CREATE",
         ),
         ("CREATE TABLE t (a INT)", "the table is a Delta table: write USING DELTA after"),
+        # Spark's writer checks these on every row, delta-rs's does not
+        (
+            "CREATE TABLE t (a VARCHAR(10)) USING DELTA",
+            "VARCHAR\\(10\\): a length is not supported;",
+        ),
+        (
+            "CREATE TABLE t (a ARRAY<STRUCT<x: INT NOT NULL>>) USING DELTA",
+            "STRUCT field x: NOT NULL: not supported; a STRUCT's fields have a name and a type",
+        ),
+        ("CREATE TABLE t (a STRUCT<x: INT COMMENT 'c'>) USING DELTA", "STRUCT field x: COMMENT"),
     ],
 )
 def test_a_refusal_says_what_to_write_instead(tmp_path, ddl, error):
