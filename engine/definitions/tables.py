@@ -225,6 +225,13 @@ def load_table(path: Path) -> TableDef:
     for col in (*key, *partition_by):
         if col not in names:
             raise UserError(f"{path}: key or partition column '{col}' is not a column")
+    for column in columns:
+        if column.name in partition_by and pa.types.is_nested(column.type):
+            # Spark refuses it at creation (INVALID_PARTITION_COLUMN_DATA_TYPE), delta-rs not.
+            raise UserError(
+                f"{path}: partition column '{column.name}' is {column.ddl_type}: a partition "
+                "column has a plain type"
+            )
     words = [c for c in columns if c.name not in key and not _is_number(c.type)]
     if mode == "add" and words:
         raise UserError(

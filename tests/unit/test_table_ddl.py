@@ -97,6 +97,10 @@ def test_a_clause_the_lake_would_not_honour_is_refused(tmp_path, ddl, clause):
             "STRUCT field x: NOT NULL: not supported; a STRUCT's fields have a name and a type",
         ),
         ("CREATE TABLE t (a STRUCT<x: INT COMMENT 'c'>) USING DELTA", "STRUCT field x: COMMENT"),
+        (
+            "CREATE TABLE t (a ARRAY<INT>, b INT) USING DELTA PARTITIONED BY (a)",
+            "partition column 'a' is ARRAY<INT>: a partition column has a plain type",
+        ),
     ],
 )
 def test_a_refusal_says_what_to_write_instead(tmp_path, ddl, error):
