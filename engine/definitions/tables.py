@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -99,6 +100,7 @@ def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
             f"{where}: {dtype.sql(dialect='spark')}: a length is not supported; use STRING"
         )
     if dtype.this == exp.DataType.Type.STRUCT:
+        _check_names([f.name for f in dtype.expressions], where, "STRUCT field")
         for f in dtype.expressions:
             for c in f.args.get("constraints") or []:
                 raise UserError(
@@ -121,6 +123,24 @@ def _arrow_type(dtype: exp.DataType, where: Path) -> pa.DataType:
         "BIGINT, INT, SMALLINT, DOUBLE, FLOAT, BOOLEAN, DATE, TIMESTAMP, and ARRAY, STRUCT and "
         "MAP of them)"
     )
+
+
+# Delta without column mapping (which delta-rs does not write) takes none of these in a name.
+_NAME_CHARACTERS = re.compile(r"[ ,;{}()\n\t=]")
+
+
+def _check_names(names: list[str], where: Path, what: str) -> None:
+    """Names both writers take: none twice in any case (Spark's names are case-insensitive)
+    and none with a character Delta refuses; delta-rs took the characters without a word."""
+    seen: set[str] = set()
+    for name in names:
+        if _NAME_CHARACTERS.search(name):
+            raise UserError(
+                f"{where}: {what} {name!r}: a name here has no space and none of , ; {{ }} ( ) ="
+            )
+        if name.lower() in seen:
+            raise UserError(f"{where}: {what} '{name}' is there twice (names ignore case)")
+        seen.add(name.lower())
 
 
 def _column(cdef: exp.ColumnDef, where: Path) -> Column:
@@ -205,6 +225,7 @@ def load_table(path: Path) -> TableDef:
     if name != path.stem:
         raise UserError(f"{path}: table '{name}' must be named after its file '{path.stem}'")
     columns = tuple(_column(c, path) for c in tree.this.expressions if isinstance(c, exp.ColumnDef))
+    _check_names([c.name for c in columns], path, "column")
     props: dict[str, str] = {}
     partition_by: tuple[str, ...] = ()
     for prop in tree.args["properties"].expressions if tree.args.get("properties") else []:

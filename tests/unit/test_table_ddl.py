@@ -97,6 +97,12 @@ def test_a_clause_the_lake_would_not_honour_is_refused(tmp_path, ddl, clause):
             "STRUCT field x: NOT NULL: not supported; a STRUCT's fields have a name and a type",
         ),
         ("CREATE TABLE t (a STRUCT<x: INT COMMENT 'c'>) USING DELTA", "STRUCT field x: COMMENT"),
+        # Spark refuses these at creation (COLUMN_ALREADY_EXISTS,
+        # DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES); delta-rs took the second
+        ("CREATE TABLE t (a INT, A STRING) USING DELTA", "column 'A' is there twice"),
+        ("CREATE TABLE t (a STRUCT<x: INT, x: INT>) USING DELTA", "STRUCT field 'x' is there"),
+        ("CREATE TABLE t (`a b` INT) USING DELTA", "column 'a b': a name here has no space"),
+        ("CREATE TABLE t (a STRUCT<`x=1`: INT>) USING DELTA", "STRUCT field 'x=1': a name here"),
         (
             "CREATE TABLE t (a ARRAY<INT>, b INT) USING DELTA PARTITIONED BY (a)",
             "partition column 'a' is ARRAY<INT>: a partition column has a plain type",
