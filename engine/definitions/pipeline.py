@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.definitions.durations import parse_duration
+from engine.definitions.source_options import check_source_options
 from engine.definitions.yaml_files import (
     At,
     mapping,
@@ -154,6 +155,7 @@ class Pipeline:
         table = source_opts.pop("table", self.source.table)
         if kind == "delta" and not table:
             raise UserError("--conf source.table: a delta source needs the lake table it reads")
+        check_source_options(kind, source_opts, "--conf source.")
         source = replace(
             self.source, kind=kind, table=table, options={**self.source.options, **source_opts}
         )
@@ -264,11 +266,13 @@ def _source(spec: Mapping[str, Any], at: At) -> SourceSpec:
         raise UserError(f"{at.path}: source kind must be one of {', '.join(_KINDS)}, not {kind!r}")
     # A delta source streams a lake table: it must name one.
     table = required if kind == "delta" else optional
+    options = scalars(src.get("options"), at / "options", "a mapping (option: value)")
+    check_source_options(kind, options, f"{at.path}: source.options.")
     return SourceSpec(
         view=required(src, "view", at, "a view name"),
         kind=kind,  # type: ignore[arg-type]
         path=optional(src, "path", at, "a folder"),
-        options=scalars(src.get("options"), at / "options", "a mapping (option: value)"),
+        options=options,
         table=table(src, "table", at, "a lake table name"),
     )
 

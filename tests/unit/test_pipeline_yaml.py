@@ -124,6 +124,22 @@ TABLES = "  shop: records\n  quarantine: quarantine\n"
             "description: [Records]  #",
             "description: expected text, got a list",
         ),
+        # A misspelt source option: Spark's reader ignored it (the whole folder in one batch).
+        (
+            "maxFilesPerTrigger: 10",
+            "maxFilesPerTriger: 10",
+            "source.options.maxFilesPerTriger: not an option of a files source; did you mean "
+            "maxFilesPerTrigger? (options: maxFilesPerTrigger, maxBytesPerTrigger, latestFirst, "
+            "fileNameOnly, maxFileAge, maxCachedFiles, discardCachedInputRatio, cleanSource, "
+            "sourceArchiveDir, pathGlobFilter, recursiveFileLookup, modifiedBefore, "
+            "modifiedAfter, ignoreCorruptFiles, ignoreMissingFiles, wholetext, lineSep)",
+        ),
+        (
+            "kind: files",
+            "kind: socket",
+            "source.options.maxFilesPerTrigger: not an option of a socket source (options: "
+            "host, port)",
+        ),
     ],
 )
 def test_a_bad_spec_is_one_line_naming_file_and_key(
@@ -186,6 +202,11 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
     assert pipeline.settings == {"cart_tl": "1", "note": ""}
     assert pipeline.source.options == {"maxFilesPerTrigger": 10}
 
+    # Options Spark's readers know beyond the common ones pass, in any case; so do Hadoop's
+    conf = {"source.MAXFILESPERTRIGGER": "2", "source.fs.s3a.endpoint": "x", "source.encoding": "x"}
+    options = pipeline.with_settings(conf).source.options
+    assert {"MAXFILESPERTRIGGER", "fs.s3a.endpoint", "encoding"} < set(options)
+
 
 @pytest.mark.parametrize(
     ("conf", "message"),
@@ -193,6 +214,21 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
         ({"cart_tl": "1"}, "--conf cart_tl: not a setting of pipeline shop (settings: none)"),
         ({"source.path": "x"}, "--conf source.path: give the folder to read with --input PATH"),
         ({"source.view": "x"}, "--conf source.view: the view the SQL reads is set in "),
+        # Spark's reader takes any case; this project's Kafka source reads names exactly
+        (
+            {"source.kind": "kafka", "source.startingoffsets": "latest"},
+            "--conf source.startingoffsets: not an option of a kafka source; did you mean "
+            "startingOffsets?",
+        ),
+        (
+            {"source.kind": "kafka", "source.maxOffsetsPerTrigger": "5"},
+            "--conf source.maxOffsetsPerTrigger: write maxRecordsPerBatch, this project's name",
+        ),
+        (
+            {"source.kind": "delta", "source.table": "t", "source.startingVersoin": "3"},
+            "--conf source.startingVersoin: not an option of a delta source; did you mean "
+            "startingVersion?",
+        ),
     ],
 )
 def test_conf_names_only_what_the_spec_has(

@@ -1,0 +1,105 @@
+"""A source's options by kind: a misspelt one is refused, not passed to a reader that ignores
+it (Spark's readers ignore any option they do not know, so `maxFilesPerTriger` read the whole
+folder in one batch)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from engine.errors import UserError
+
+__all__ = ["check_source_options"]
+
+# The options each kind's reader takes, as their documentation names them. A socket and the
+# Python Kafka source read only their own; Spark's file, Kafka and Delta readers take more than
+# these (and `fs.*`-style Hadoop settings), so there only a near miss of one of these is refused.
+_KNOWN: Mapping[str, tuple[str, ...]] = {
+    "socket": ("host", "port"),
+    "kafka": (
+        # this project's, for both connectors (engine/sources/kafka_topic.py)
+        "topic",
+        "startingOffsets",
+        "maxRecordsPerBatch",
+        "timeout",
+        "failOnDataLoss",
+        "connector",
+        # Spark's connector's own
+        "startingOffsetsByTimestamp",
+        "startingTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "minPartitions",
+        "groupIdPrefix",
+        "includeHeaders",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "kafkaConsumer.pollTimeoutMs",
+    ),
+    "files": (
+        "maxFilesPerTrigger",
+        "maxBytesPerTrigger",
+        "latestFirst",
+        "fileNameOnly",
+        "maxFileAge",
+        "maxCachedFiles",
+        "discardCachedInputRatio",
+        "cleanSource",
+        "sourceArchiveDir",
+        "pathGlobFilter",
+        "recursiveFileLookup",
+        "modifiedBefore",
+        "modifiedAfter",
+        "ignoreCorruptFiles",
+        "ignoreMissingFiles",
+        "wholetext",
+        "lineSep",
+    ),
+    "delta": (
+        "maxFilesPerTrigger",
+        "maxBytesPerTrigger",
+        "ignoreDeletes",
+        "ignoreChanges",
+        "skipChangeCommits",
+        "startingVersion",
+        "startingTimestamp",
+        "readChangeFeed",
+        "withEventTimeOrder",
+        "schemaTrackingLocation",
+        "excludeRegex",
+        "failOnDataLoss",
+    ),
+}
+# Spark's names for what this project's Kafka options say, for both connectors.
+_RENAMED: Mapping[str, str] = {"maxOffsetsPerTrigger": "maxRecordsPerBatch", "subscribe": "topic"}
+# Readers that take nothing but their own options; and those that read names exactly (Spark's
+# readers ignore case, this project's Kafka source does not).
+_CLOSED = ("socket",)
+_EXACT = ("socket", "kafka")
+
+
+def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+    """Refuse an option the `kind` of source does not take: any unknown one for a socket, and
+    for the other kinds a near miss of a known name, which is a typo; other names go to Spark's
+    reader, which may know them. `where` is the place, as `--conf source.` or `file: options.`."""
+    known = _KNOWN[kind]
+    by_lower = {k.lower(): k for k in known}
+    for name in options:
+        if name in known or name.startswith("kafka."):
+            continue
+        if kind not in _EXACT and name.lower() in by_lower:
+            continue
+        if kind == "kafka" and name in _RENAMED:
+            raise UserError(
+                f"{where}{name}: write {_RENAMED[name]}, this project's name for it (both Kafka "
+                "connectors read it)"
+            )
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.8)
+        if close or kind in _CLOSED:
+            meant = f"; did you mean {by_lower[close[0]]}?" if close else ""
+            raise UserError(
+                f"{where}{name}: not an option of a {kind} source{meant} "
+                f"(options: {', '.join(known)})"
+            )
