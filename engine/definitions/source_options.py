@@ -83,7 +83,8 @@ _EXACT = ("socket", "kafka")
 def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> None:
     """Refuse an option the `kind` of source does not take: any unknown one for a socket, and
     for the other kinds a near miss of a known name, which is a typo; other names go to Spark's
-    reader, which may know them. `where` is the place, as `--conf source.` or `file: options.`."""
+    reader, which may know them. `where` goes before the name (`--conf source.`, or the spec
+    file's `<path>: source.options.`)."""
     known = _KNOWN[kind]
     by_lower = {k.lower(): k for k in known}
     for name in options:
