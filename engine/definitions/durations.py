@@ -67,6 +67,12 @@ class Duration:
         """The form users write in settings: `1 minute`, `5 seconds`."""
         return f"{self.number} {self.unit}{'' if self.amount == 1 else 's'}"
 
+    @property
+    def trigger_text(self) -> str:
+        """The form Spark's triggers parse, in whole milliseconds: they take neither a fraction
+        (`1.5 hours`) nor a short unit (`30 s`, `5 secs`), which `parse_duration` reads."""
+        return f"{self.micros // 1000} milliseconds"
+
     def interval_sql(self) -> str:
         """A Spark and DuckDB interval literal: the unit kept where both read it and the amount
         is whole, else seconds."""

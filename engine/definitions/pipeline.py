@@ -215,9 +215,9 @@ def _query(entry: Any, name: str, at: At) -> QuerySpec:
             f"{where}: query '{name}': trigger {REAL_TIME} is for a query that writes only "
             "topics (its tables need foreachBatch, which Real-Time Mode does not run)"
         )
-    if trigger and not trigger.startswith(REAL_TIME):
+    if trigger:
         try:
-            parse_duration(trigger)
+            parse_duration(trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH)
         except ValueError as err:
             raise UserError(f"{where}: query '{name}': trigger: {err}") from None
     mode = optional(query, "output_mode", at, "append or update") or "append"

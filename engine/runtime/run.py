@@ -153,11 +153,12 @@ def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[st
     trigger = spec.trigger or "0 seconds"
     if trigger.startswith(REAL_TIME):
         if real_time:
-            return {"realTime": trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH}
+            batch = trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH
+            return {"realTime": parse_duration(batch).trigger_text}
         # Real-Time Mode reads only Spark's Kafka source and writes only its Kafka sink;
         # otherwise the nearest thing: the next micro-batch as soon as one ends.
         return {"processingTime": "0 seconds"}
-    return {"processingTime": trigger}
+    return {"processingTime": parse_duration(trigger).trigger_text}
 
 
 def _writer_kind(spark: SparkSession, opts: RunOptions) -> Writer:

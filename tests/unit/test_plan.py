@@ -121,12 +121,40 @@ def test_a_topics_only_query_may_run_in_real_time():
 
     alerts = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
     assert not alerts.sinks and alerts.topics == {"sensor-anomalies": "anomaly_alerts"}
-    assert _trigger(alerts, once=False, real_time=True) == {"realTime": "1 minute"}
+    assert _trigger(alerts, once=False, real_time=True) == {"realTime": "60000 milliseconds"}
     # Without Spark's Kafka source (Python connector, files): the next batch at once.
     assert _trigger(alerts, once=False) == {"processingTime": "0 seconds"}
     assert _trigger(alerts, once=True, real_time=True) == {"availableNow": True}
     five = replace(alerts, trigger="real-time 5 minutes")
-    assert _trigger(five, once=False, real_time=True) == {"realTime": "5 minutes"}
+    assert _trigger(five, once=False, real_time=True) == {"realTime": "300000 milliseconds"}
+
+
+@pytest.mark.parametrize(
+    ("trigger", "spark"),
+    [
+        # Spark's triggers take neither a short unit nor a fraction: `30 s` passed `lint` and
+        # then stopped the run (INVALID_INTERVAL_FORMAT); Spark is given whole milliseconds
+        ("5 seconds", {"processingTime": "5000 milliseconds"}),
+        ("30 s", {"processingTime": "30000 milliseconds"}),
+        ("1.5 hours", {"processingTime": "5400000 milliseconds"}),
+        ("INTERVAL '2' MINUTE", {"processingTime": "120000 milliseconds"}),
+        ("real-time 30 s", {"realTime": "30000 milliseconds"}),
+    ],
+)
+def test_a_trigger_reaches_spark_in_a_form_it_parses(trigger, spark):
+    from engine.runtime.run import _trigger
+
+    query = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
+    assert _trigger(replace(query, trigger=trigger), once=False, real_time=True) == spark
+
+
+def test_a_real_time_trigger_with_a_bad_duration_is_refused(tmp_path):
+    spec = (Registry().folder / "sensor_cep.yaml").read_text()
+    spec = spec.replace("trigger: real-time", "trigger: real-time soon")
+    assert "real-time soon" in spec
+    (tmp_path / "sensor_cep.yaml").write_text(spec)
+    with pytest.raises(UserError, match="query 'alerts': trigger: not a duration: 'soon'"):
+        Registry(tmp_path).get("sensor_cep")
 
 
 @pytest.mark.parametrize(
