@@ -84,6 +84,7 @@ def get_spark(
     with _stderr_to(log_file):
         spark = builder.getOrCreate()
     _check_sql_conf(spark)
+    _leave_sigterm_to_python(spark)
     ship_project(spark, settings)
     await_executors(spark, settings)
     if log_file is not None:
@@ -93,6 +94,17 @@ def get_spark(
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _leave_sigterm_to_python(spark: SparkSession) -> None:
+    # A scheduler or `timeout` sends SIGTERM to the whole process group, the driver's JVM too,
+    # whose shutdown hook then stopped Spark under the run that was stopping its queries
+    # cleanly ("Cannot call methods on a stopped SparkContext", exit 1). The JVM ignores it,
+    # as pyspark has it ignore SIGINT: this process stops Spark, and the JVM still ends with
+    # it (pyspark's gateway exits when its parent does).
+    jvm = spark._jvm
+    if jvm is not None:
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
 
 
 def _check_sql_conf(spark: SparkSession) -> None:

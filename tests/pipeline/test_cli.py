@@ -349,6 +349,7 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     started = set()
     for line in proc.stdout:
@@ -356,7 +357,9 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
             started.add(line[1 : line.index("]")])
         if started == {"main"}:
             break
-    proc.send_signal(signal.SIGTERM)
+    # To the whole process group, as a scheduler or `timeout` sends it: Spark's JVM used to
+    # stop itself under the run ("Cannot call methods on a stopped SparkContext", exit 1).
+    os.killpg(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "query main: input lines 8 = 7 events + 1 quarantined" in out
