@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.definitions.durations import parse_duration
+from engine.definitions.durations import Duration, parse_duration
 from engine.definitions.source_options import check_source_options
 from engine.definitions.yaml_files import (
     At,
@@ -31,6 +31,7 @@ __all__ = [
     "QuerySpec",
     "Registry",
     "SourceSpec",
+    "trigger_duration",
 ]
 
 SourceKind = Literal["files", "kafka", "socket", "delta"]
@@ -197,6 +198,12 @@ def _output_mode(mode: str, where: Path) -> OutputMode:
 MAIN_QUERY = "main"
 
 
+def trigger_duration(trigger: str) -> Duration:
+    """A query's trigger as a duration: the time between micro-batches, or for `real-time
+    [duration]` how long each batch lasts; ValueError when it is not one."""
+    return parse_duration(trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH)
+
+
 def _query(entry: Any, name: str, at: At) -> QuerySpec:
     """One `queries:` entry. It takes for itself the tables of its `sinks` (which may be absent
     when it takes only `topics`); an entry that takes nothing overrides the derived `main`."""
@@ -217,7 +224,7 @@ def _query(entry: Any, name: str, at: At) -> QuerySpec:
         )
     if trigger:
         try:
-            parse_duration(trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH)
+            trigger_duration(trigger)
         except ValueError as err:
             raise UserError(f"{where}: query '{name}': trigger: {err}") from None
     mode = optional(query, "output_mode", at, "append or update") or "append"

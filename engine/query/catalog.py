@@ -160,16 +160,13 @@ def _properties(name: str, key: str | None, lake: Path, snapshot: Snapshot) -> p
     protocol = table.protocol()
     clustering = _clustering(path, table)
     pairs = {
-        **(
-            {"clusteringColumns": json.dumps(clustering, separators=(",", ":"))}
-            if clustering
-            else {}
-        ),
         "delta.minReaderVersion": str(protocol.min_reader_version),
         "delta.minWriterVersion": str(protocol.min_writer_version),
         **{f"delta.feature.{f}": "supported" for f in _explicit_features(table)},
         **table.metadata().configuration,
     }
+    if clustering:
+        pairs["clusteringColumns"] = json.dumps(clustering, separators=(",", ":"))
     if key is not None:
         pairs = {key: pairs.get(key, f"Table {name} does not have property: {key}")}
     keys = sorted(pairs)

@@ -21,7 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from engine.definitions.durations import parse_duration
 from engine.definitions.expectations import by_action
 from engine.definitions.kafka_settings import librdkafka_settings
-from engine.definitions.pipeline import REAL_TIME, REAL_TIME_BATCH, QuerySpec
+from engine.definitions.pipeline import REAL_TIME, QuerySpec, trigger_duration
 from engine.errors import KafkaUnavailable, UserError, first_line
 from engine.lake.guard import release_table
 from engine.plan import Plan
@@ -153,12 +153,11 @@ def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[st
     trigger = spec.trigger or "0 seconds"
     if trigger.startswith(REAL_TIME):
         if real_time:
-            batch = trigger.removeprefix(REAL_TIME).strip() or REAL_TIME_BATCH
-            return {"realTime": parse_duration(batch).trigger_text}
+            return {"realTime": trigger_duration(trigger).trigger_text}
         # Real-Time Mode reads only Spark's Kafka source and writes only its Kafka sink;
         # otherwise the nearest thing: the next micro-batch as soon as one ends.
         return {"processingTime": "0 seconds"}
-    return {"processingTime": parse_duration(trigger).trigger_text}
+    return {"processingTime": trigger_duration(trigger).trigger_text}
 
 
 def _writer_kind(spark: SparkSession, opts: RunOptions) -> Writer:
