@@ -3,11 +3,12 @@ options of every command are taken before or after it."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.commands import build_parser, main
 
 
 @pytest.mark.parametrize(
@@ -68,3 +69,16 @@ def test_pipelines_folder_before_or_after_the_command(
     assert main([a.format(folder=folder / "pipelines") for a in args]) == 0
     listed = capsys.readouterr().out
     assert listed.startswith("shop") and "server_logs" not in listed
+
+
+def test_every_argument_of_every_command_says_what_it_is_for() -> None:
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    silent = [
+        f"{name} {action.dest}"
+        for name, command in subparsers.choices.items()
+        for action in command._actions
+        if not action.help
+    ]
+    assert silent == []

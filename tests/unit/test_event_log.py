@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.cli import main
+from engine.commands import main
 from engine.lake.event_log import SCHEMA, Event, EventLog, event_lines
 from engine.query.duckdb import run_duckdb
 

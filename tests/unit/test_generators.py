@@ -13,7 +13,7 @@ from devtools.generators import Summary, generators
 from devtools.generators.order_status import generate_order_status
 from devtools.generators.sensor_cep import generate_sensor_cep
 from devtools.generators.user_activity import generate_user_activity
-from engine.cli import main
+from engine.commands import main
 
 GENERATORS = [generate_sensor_cep, generate_user_activity, generate_order_status]
 

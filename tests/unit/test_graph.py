@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.commands import main
 from engine.definitions.pipeline import Registry
 from engine.graph import Edge, Graph, Node, QueryGroup, pipeline_graph, to_mermaid
 from engine.graph.dot import render, to_dot

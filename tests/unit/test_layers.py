@@ -34,7 +34,7 @@ LAYERS = {
     "runtime": 6,
     "query": 7,  # `--engine spark` runs in the runtime's session
     "testing": 7,  # fixtures for pipeline tests, over the runtime's session
-    "cli": 8,
+    "commands": 8,
 }
 #: Parts that must answer without Spark (nor pandas, for the picture of the graph).
 SPARK_FREE = (
@@ -83,7 +83,9 @@ def test_imports_follow_the_layers(path: Path) -> None:
     wrong = []
     for name in _imports(path):
         top = name.split(".")[0]
-        dev = top in ("devtools", "bench", "tests") and not (top == "devtools" and own == "cli")
+        dev = top in ("devtools", "bench", "tests") and not (
+            top == "devtools" and own == "commands"
+        )
         if dev or (top in ("pyspark", "pandas") and own in SPARK_FREE):
             wrong.append(name)
         elif top == "engine" and name != "engine":
@@ -99,7 +101,7 @@ def test_imports_follow_the_layers(path: Path) -> None:
 def test_planning_loads_no_spark() -> None:
     """Loading the plan, lint, graph and the CLI's parser imports neither pyspark nor pandas."""
     code = (
-        "import sys, engine.cli, engine.plan.deployment, engine.lint, engine.graph\n"
+        "import sys, engine.commands, engine.plan.deployment, engine.lint, engine.graph\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'pandas', 'py4j'}))"
     )
     out = subprocess.run(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.commands import main
 from engine.definitions.pipeline import Registry
 from engine.lint import Finding, lint_pipelines, schema_columns
 from tests.conftest import copy_project

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.commands import main
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError
 from engine.project import Project

@@ -1,0 +1,31 @@
+"""`init`: a new pipeline, with its SQL, table, suite and test, that runs on a bundled sample."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.commands.options import registry
+
+HELP = "create a new pipeline that runs on a bundled sample"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The new pipeline's name."""
+    parser.add_argument("name", help="the pipeline's name (also its table's)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Write the files, then print the commands that run and check it."""
+    from engine.scaffold import init_pipeline
+
+    project = registry(args).project
+    written = init_pipeline(args.name, project)
+    root = project.root
+    for path in written:
+        print(f"created {path.relative_to(root) if path.is_relative_to(root) else path}")
+    # The commands that follow need the same folder, or they read the engine's own project.
+    where = f"--pipelines {args.pipelines} " if args.pipelines else ""
+    print(
+        f"next: python runner.py {where}run {args.name} --once && python runner.py {where}quality"
+    )
+    return 0

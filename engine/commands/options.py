@@ -1,0 +1,97 @@
+"""What the commands share: exit codes, argument types, the options several commands take, and
+the lookups behind them (the pipeline registry, the lake's Spark log, a folder to write in)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from engine.definitions.pipeline import Registry
+from engine.errors import UserError
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_PIPE",
+    "EXIT_USAGE",
+    "PORT",
+    "Parser",
+    "add_format",
+    "add_lake",
+    "at_least",
+    "lake_log_file",
+    "registry",
+    "writable_folder",
+]
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+EXIT_PIPE = 141  # 128 + SIGPIPE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, its usage errors raised as UserError: one line and exit 2, like any other."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (see {self.prog} --help)")
+
+
+def at_least(low: int, *, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `low` (and at most `most`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, got {value}")
+        return value
+
+    return parse
+
+
+PORT = at_least(1, most=65535)
+
+
+def add_lake(parser: argparse.ArgumentParser) -> None:
+    """The `--lake` option: the folder of the Delta tables."""
+    parser.add_argument(
+        "--lake", default="lake", help="folder of the Delta tables (default ./lake)"
+    )
+
+
+def add_format(parser: argparse.ArgumentParser, *, text: bool = False) -> None:
+    """The `--format` option of commands that print rows (`text`: lines for people first)."""
+    choices = ["text", "table", "json", "csv"] if text else ["table", "json", "csv"]
+    parser.add_argument(
+        "--format",
+        choices=choices,
+        default=choices[0],
+        help=f"how rows are printed (default {choices[0]}; json: one array of row objects)",
+    )
+
+
+def registry(args: argparse.Namespace) -> Registry:
+    """The pipelines of `--pipelines`, else the project's own."""
+    return Registry(Path(args.pipelines)) if args.pipelines else Registry()
+
+
+def lake_log_file(lake: Path) -> Path:
+    """Where Spark's own output goes for a command on `lake` (not stderr, unless --debug)."""
+    return lake / "_logs" / "spark.log"
+
+
+def writable_folder(option: str, path: Path) -> Path:
+    """`path` (absolute) if it is a folder or can be made one; a file or a folder without
+    write permission in the way is a user error naming `option`, found before anything starts."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"{option}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{option}: no permission to write in {existing}")
+    return path

@@ -1,0 +1,55 @@
+"""`query`: one read-only statement over the lake's tables, on DuckDB or Spark."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.commands.options import add_format, add_lake, at_least, lake_log_file
+
+HELP = "run read-only Spark SQL over the lake's tables"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The statement, the lake, the engine and the version read."""
+    parser.add_argument(
+        "sql",
+        help="one SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES or DESCRIBE; tables by "
+        "their names (FROM events)",
+    )
+    add_lake(parser)
+    add_format(parser)
+    parser.add_argument(
+        "--engine", choices=["duckdb", "spark"], default="duckdb", help="default duckdb (no JVM)"
+    )
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--version", type=at_least(0), help="read every table at this Delta version")
+    when.add_argument("--as-of", metavar="TIMESTAMP", help="read the versions current then (UTC)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Answer from the Delta logs where they can (SHOW, DESCRIBE), else run on the engine."""
+    from engine.lake import Snapshot, lake_tables
+    from engine.query import SUBSTITUTE, parse_query, run_query
+    from engine.query.catalog import catalog_answer
+    from engine.query.output import print_rows
+
+    lake = Path(args.lake).resolve()
+    snapshot = Snapshot.parse(args.version, args.as_of)
+    lake_tables(lake)  # a missing lake and a statement that is not a query are reported
+    answer = catalog_answer(args.sql, lake, snapshot)  # SHOW TABLES, DESCRIBE: from the logs
+    if answer is not None:
+        print_rows(answer, args.format)
+        return 0
+    parse_query(args.sql)  # before any engine starts
+    if args.engine == "duckdb":
+        from engine.query.duckdb import run_duckdb
+
+        print_rows(run_duckdb(args.sql, lake, snapshot), args.format)
+        return 0
+    from engine.runtime.session import get_spark
+
+    conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
+    spark = get_spark(conf, log_file=None if args.debug else lake_log_file(lake))
+    print_rows(run_query(spark, args.sql, lake, snapshot), args.format)
+    return 0

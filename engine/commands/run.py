@@ -1,0 +1,146 @@
+"""`run`: run a pipeline into the lake, once or until stopped (`--dry-run`: what it would do)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.commands.options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    add_lake,
+    lake_log_file,
+    registry,
+    writable_folder,
+)
+from engine.errors import UserError
+
+if TYPE_CHECKING:
+    from engine.plan import Plan
+    from engine.plan.deployment import Deployment
+    from engine.runtime.run import RunOptions
+
+HELP = "run a pipeline"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The pipeline, where it reads and writes, and how the run goes."""
+    parser.add_argument("pipeline", help="the pipeline's name (`runner.py pipelines` lists them)")
+    parser.add_argument("--once", action="store_true", help="process what is there, then exit")
+    parser.add_argument("--input", help="input folder (overrides the pipeline's)")
+    add_lake(parser)
+    parser.add_argument("--checkpoints", help="checkpoint folder (default <lake>/_checkpoints)")
+    parser.add_argument(
+        "--new-checkpoint",
+        action="store_true",
+        help="write tables that another checkpoint wrote (the input is read again from its "
+        "start: append tables get its rows again)",
+    )
+    parser.add_argument(
+        "--full-refresh",
+        nargs="*",
+        metavar="TABLE",
+        help="rebuild these tables (default: all of the pipeline's) from the input with new "
+        "checkpoints; the old versions stay readable (query --version)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what a run would do to the lake and checkpoints, without running; exit 2 "
+        "if it would refuse",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="spark.* goes to Spark, anything else is a pipeline setting",
+    )
+    parser.add_argument(
+        "--quality", action="store_true", help="with --once: validate the tables after the run"
+    )
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Plan (user errors before the JVM starts), then run under the lake's run lock."""
+    from engine.lake.run_lock import run_lock
+    from engine.plan import plan_pipeline
+    from engine.runtime.run import RunOptions, run_pipeline
+    from engine.runtime.session import get_spark
+    from engine.runtime.signals import stop_on_signals
+
+    spark_conf, settings = _split_conf(args.conf)
+    writer = settings.pop("lake.writer", None)
+    if writer not in (None, "spark", "delta-rs"):
+        raise UserError(f"--conf lake.writer: spark or delta-rs, not {writer!r}")
+    pipeline = registry(args).get(args.pipeline).with_settings(settings)
+    opts = RunOptions(
+        writer=writer,  # type: ignore[arg-type]
+        lake=writable_folder("--lake", Path(args.lake).resolve()),
+        checkpoints=(
+            writable_folder("--checkpoints", Path(args.checkpoints).resolve())
+            if args.checkpoints
+            else None
+        ),
+        new_checkpoint=args.new_checkpoint,
+        full_refresh=None if args.full_refresh is None else tuple(args.full_refresh),
+        once=args.once,
+        input_path=args.input,
+    )
+    if args.input is not None or pipeline.source.kind == "files":
+        pipeline.input_folder(args.input)
+    if args.quality and not args.once:
+        raise UserError("--quality: only with --once (a continuous run has no end to check at)")
+    plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    deployment = _deployment(plan, opts, spark_conf)
+    if args.dry_run:
+        print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
+        print("\n".join(deployment.lines()))
+        return EXIT_USAGE if deployment.refusals else 0
+    with run_lock(opts.lake, pipeline.name):
+        deployment.check()  # the run checks again, with the session's own settings
+        spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
+        result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
+        result.report(sys.stdout)
+        if args.quality:
+            from engine.quality import validate_lake
+
+            # The pipeline's tables, not named by the user: one without a suite is skipped.
+            report = validate_lake(
+                opts.lake, tables=pipeline.tables, named=False, project=pipeline.project
+            )
+            report.print(sys.stdout)
+            return 0 if report.passed else EXIT_FAILED
+    return 0
+
+
+def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    spark_conf: dict[str, str] = {}
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--conf {pair}: expected KEY=VALUE")
+        (spark_conf if key.startswith("spark.") else settings)[key] = value
+    return spark_conf, settings
+
+
+def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> Deployment:
+    """What the run would do to the lake and checkpoints, decided without Spark."""
+    from engine.plan.deployment import plan_deployment
+    from engine.plan.fingerprint import PINNED_CONF
+    from engine.runtime.conf import DEFAULT_CONF
+
+    conf = {**DEFAULT_CONF, **spark_conf}
+    return plan_deployment(
+        plan,
+        lake=opts.lake,
+        checkpoint_root=opts.checkpoint_root,
+        conf={key: conf[key] for key in PINNED_CONF if key in conf},
+        new_checkpoint=opts.new_checkpoint,
+        full_refresh=opts.full_refresh,
+        input_path=opts.input_path,
+    )
