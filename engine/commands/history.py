@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.commands.options import add_format, add_lake
+from engine.commands.options import add_format, add_lake, at_least
 
 HELP = "a table's Delta commits, newest first"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The table and the lake."""
+    """The table, how many commits, the lake."""
     parser.add_argument("table", help="a table of the lake (`query 'SHOW TABLES'` lists them)")
+    parser.add_argument("--last", type=at_least(1), help="only the newest N commits (default: all)")
     add_lake(parser)
     add_format(parser)
 
@@ -22,5 +23,5 @@ def execute(args: argparse.Namespace) -> int:
     from engine.lake.history import table_history
     from engine.query.output import print_rows
 
-    print_rows(table_history(Path(args.lake).resolve(), args.table), args.format)
+    print_rows(table_history(Path(args.lake).resolve(), args.table, last=args.last), args.format)
     return 0

@@ -72,13 +72,14 @@ def _commit_time(table: Path, commit: Mapping[str, Any]) -> dt.datetime:
     return commit_time(table, commit["version"]) or recorded
 
 
-def table_history(lake: Path, name: str) -> pa.Table:
-    """The commits of one lake table, newest first, with the batch that wrote each."""
+def table_history(lake: Path, name: str, *, last: int | None = None) -> pa.Table:
+    """The commits of one lake table, newest first (the `last` newest only, if given), with the
+    batch that wrote each."""
     tables = lake_tables(lake)
     if name not in tables:
         known = ", ".join(tables) or "none"
         raise UserError(f"history: unknown table '{name}' in {lake} (tables: {known})")
-    commits = sorted(DeltaTable(str(tables[name])).history(), key=lambda c: -c["version"])
+    commits = sorted(DeltaTable(str(tables[name])).history(limit=last), key=lambda c: -c["version"])
     rows = [
         {
             "version": c["version"],

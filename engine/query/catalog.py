@@ -34,7 +34,9 @@ _SHOW_PROPERTIES = re.compile(
 _SHOW_CREATE = re.compile(rf"\s*SHOW\s+CREATE\s+TABLE\s+{_TABLE}.*", re.I | re.S)
 _SHOW_PARTITIONS = re.compile(rf"\s*SHOW\s+PARTITIONS\s+{_TABLE}.*", re.I | re.S)
 _DESCRIBE_DETAIL = re.compile(rf"\s*DESC(?:RIBE)?\s+DETAIL\s+{_TABLE}{_END}", re.I)
-_DESCRIBE_HISTORY = re.compile(rf"\s*DESC(?:RIBE)?\s+HISTORY\s+{_TABLE}\b.*", re.I | re.S)
+_DESCRIBE_HISTORY = re.compile(
+    rf"\s*DESC(?:RIBE)?\s+HISTORY\s+{_TABLE}\b(?:\s+LIMIT\s+(?P<limit>\d+)\b)?.*", re.I | re.S
+)
 # DESCRIBE of anything but a table; a query (DESCRIBE [QUERY] SELECT ...) is among them.
 _DESCRIBE_OTHER = re.compile(
     r"\s*DESC(?:RIBE)?\s+(?P<what>FUNCTION|DATABASE|SCHEMA|NAMESPACE|CATALOG|QUERY|SELECT|WITH|"
@@ -91,8 +93,10 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
         return _detail(_table(shown), lake, snapshot)
     if shown := _DESCRIBE_HISTORY.fullmatch(sql):
         name = _table(shown)
+        last = f" --last {shown['limit']}" if shown["limit"] else ""
         raise UserError(
-            f"query: DESCRIBE HISTORY {name}: a table's commits are `runner.py history {name}`"
+            f"query: DESCRIBE HISTORY {name}: a table's commits are "
+            f"`runner.py history {name}{last}`"
         )
     if shown := _DESCRIBE_OTHER.fullmatch(sql):
         what = " ".join(shown["what"].upper().split()).rstrip("(").strip()

@@ -317,6 +317,8 @@ def test_history_shows_commits_newest_first(lake):
         ("WRITE", 2, 1),
         ("WRITE", 4, 0),
     ]
+    newest = table_history(lake, "events", last=2).to_pylist()
+    assert [r["version"] for r in newest] == [r["version"] for r in events[:2]]
     with pytest.raises(UserError, match="history: unknown table 'nope'"):
         table_history(lake, "nope")
 
@@ -1019,7 +1021,10 @@ def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
     [
         ("DESCRIBE HISTORY events", "a table's commits are `runner.py history events`"),
         ("DESCRIBE EXTENDED events", "DESCRIBE EXTENDED events: not answered here"),
-        ("DESCRIBE HISTORY events LIMIT 1", "a table's commits are `runner.py history events`"),
+        (
+            "DESCRIBE HISTORY events LIMIT 1",
+            "a table's commits are `runner.py history events --last 1`",
+        ),
         ("DESCRIBE FUNCTION upper", "DESCRIBE FUNCTION: not answered here"),
         ("DESCRIBE SELECT 1", "DESCRIBE SELECT: not answered here"),
         ("SHOW CREATE TABLE events", "the table's DDL is tables/events.sql"),
