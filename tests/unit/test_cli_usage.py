@@ -82,3 +82,27 @@ def test_every_argument_of_every_command_says_what_it_is_for() -> None:
         if not action.help
     ]
     assert silent == []
+
+
+def test_the_readme_lists_every_command_with_its_options() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Commands", 1)[1].split("```")[1]
+    usage: dict[str, str] = {}
+    for line in block.splitlines():
+        if line.startswith("python runner.py "):
+            name = line.split()[2]
+            usage[name] = line
+        elif line.strip() and usage:
+            usage[name] += line  # a continuation line
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    unlisted = [
+        f"{name} {option}"
+        for name, command in subparsers.choices.items()
+        for action in command._actions
+        for option in action.option_strings[-1:]
+        if option not in ("--help", "--debug", "--pipelines") and option not in usage.get(name, "")
+    ]
+    assert sorted(usage) == sorted(subparsers.choices)
+    assert unlisted == []
