@@ -162,10 +162,18 @@ def test_text_that_only_looks_like_a_parameter_is_read():
     [
         (
             "SELECT custmer_id FROM events",
-            'Referenced column "custmer_id" not found in FROM clause!',
+            'Referenced column "custmer_id" not found in FROM clause! (did you mean customer_id?)',
         ),
         ("SELECT e.nope FROM events e", 'Values list "e" does not have a column named "nope"'),
+        (
+            "SELECT e.custmer_id FROM events e",
+            'Values list "e" does not have a column named "custmer_id" (did you mean customer_id?)',
+        ),
         ("SELECT x.customer_id FROM events e", 'Referenced table "x" not found!'),
+        (
+            "SELECT evts.customer_id FROM events evt",
+            'Referenced table "evts" not found! (did you mean evt?)',
+        ),
         (
             "SELECT customer_id, count(*) AS n FROM events",
             'column "customer_id" must appear in the GROUP BY clause or must be part of an '
@@ -179,7 +187,8 @@ def test_text_that_only_looks_like_a_parameter_is_read():
     ],
 )
 def test_a_misnamed_column_has_no_hint_to_try_spark(lake, sql, error):
-    # Spark fails on it as well: "(try --engine spark)" sent the user to a second failure.
+    # Spark fails on it as well: "(try --engine spark)" sent the user to a second failure. A
+    # close name among those DuckDB lists is suggested, as Spark does.
     with pytest.raises(UserError) as caught:
         run_duckdb(sql, lake)
     assert str(caught.value) == f"query: DuckDB: Binder Error: {error}"

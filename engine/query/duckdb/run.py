@@ -7,8 +7,9 @@ DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import duckdb
@@ -94,6 +95,29 @@ def _stop(message: str | None) -> None:
 _STOPPED = re.compile(r"Python exception occurred while executing the UDF: ValueError: ")
 
 
+_UNKNOWN_NAME = re.compile(
+    r'Referenced (?:column "(?P<column>[^"]+)"|table "(?P<table>[^"]+)") not found'
+    r'|does not have a column named "(?P<named>[^"]+)"'
+)
+_CANDIDATES = re.compile(r"^Candidate (?:bindings|tables): (.*)$", re.M)
+
+
+def _did_you_mean(message: str, columns: Collection[str]) -> str:
+    """For a name the query got wrong, the close one of those DuckDB lists below its first
+    line (else of the `columns` of the tables read), as Spark suggests one; else nothing."""
+    name = _UNKNOWN_NAME.search(message)
+    if name is None:
+        return ""
+    listed = _CANDIDATES.search(message)
+    if listed:
+        candidates = re.findall(r'"([^"]+)"', listed[1])
+    else:
+        candidates = [] if name["table"] else sorted(set(columns))
+    wrong = name["column"] or name["table"] or name["named"]
+    close = difflib.get_close_matches(wrong, candidates, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with these Arrow tables registered under their names, in UTC, with
     the rewrites' `STOP`, without file-system access or extension loading, and with its
@@ -118,7 +142,8 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     tree = parse_query(sql)
     tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
     duck_sql = to_duckdb_sql(tree, schema_of(tables))
-    check_bare_names(tree, [c for t in tables.values() for c in t.column_names])
+    columns = [c for t in tables.values() for c in t.column_names]
+    check_bare_names(tree, columns)
     con = connect(tables)
     try:
         return _spark_types(con.sql(duck_sql).to_arrow_table())
@@ -127,8 +152,9 @@ def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
         # A name the query gets wrong, or a zero divisor, fails on Spark too: no hint to try it.
         refused = isinstance(err, duckdb.BinderException) and _REFUSED_BY_SPARK_TOO.search(first)
         same_on_spark = refused or any(stop in first for stop in _AS_ON_SPARK)
+        hint = _did_you_mean(str(err), columns) if refused else ""
         raise UserError(
-            f"query: DuckDB: {first}" + ("" if same_on_spark else f" ({SPARK_HINT})")
+            f"query: DuckDB: {first}{hint}" + ("" if same_on_spark else f" ({SPARK_HINT})")
         ) from None
     finally:
         con.close()
