@@ -4,8 +4,8 @@ The plan's own findings come first (`engine.plan.check_pipeline`: syntax, file/v
 unknown views, cycles, handlers that do not load, tables, sinks, query derivation), so `lint`
 and `run` never disagree; then each check here is a small function returning `Finding`s:
 unknown columns (resolved view by view from the source's columns and the handlers' output
-schemas), handler columns, and streaming safety (state without a watermark, ORDER BY/LIMIT,
-non-deterministic keys).
+schemas), handler columns, calls to names that are none of Spark's functions, and streaming
+safety (state without a watermark, ORDER BY/LIMIT, non-deterministic keys).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sqlglot.schema import MappingSchema
 
 from engine.definitions.handler import load_handler_class
 from engine.definitions.pipeline import Pipeline, Registry
+from engine.definitions.spark_functions import close_function, spark_functions
 from engine.definitions.sql import (
     SparkStreaming,
     SqlError,
@@ -42,6 +43,7 @@ __all__ = [
     "LintResult",
     "check_columns",
     "check_complete_mode",
+    "check_function_names",
     "check_handlers",
     "check_nondeterministic_keys",
     "check_state_watermarks",
@@ -380,6 +382,24 @@ def _function_name(node: exp.Func) -> str:
     return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
 
 
+def check_function_names(steps: Sequence[SqlStep]) -> list[Finding]:
+    """Calls to a name that is none of Spark's built-ins (a misspelt `date_trun`): Spark stops
+    the run there when it analyses the view; the close built-in is named where there is one.
+    sqlglot builds the functions it knows as classes, so only other names are looked up."""
+    known = spark_functions()
+    findings: list[Finding] = []
+    for step in steps:
+        for call in step.tree.find_all(exp.Anonymous, exp.AnonymousAggFunc):
+            name = call.name.lower()
+            if name in known or isinstance(call.parent, exp.Dot):
+                continue
+            close = close_function(name, known)
+            meant = f"; did you mean {close}()?" if close else ""
+            message = f"{call.name}() is not a Spark function{meant}"
+            findings.append(finding_at(step.path, call, "unknown-function", message))
+    return findings
+
+
 def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:
     """Non-deterministic functions (NONDETERMINISTIC) in GROUP BY keys (which include the keys
     of the any_value() dedup form) or in a SELECT DISTINCT's projections: each replay or
@@ -477,6 +497,7 @@ def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     findings += check_state_watermarks(pipeline, steps)
     findings += check_complete_mode(pipeline, steps)
     findings += check_nondeterministic_keys(steps)
+    findings += check_function_names(steps)
     files = len(list(pipeline.sql_dir.glob("*.sql")))
     return files, sorted(set(findings), key=Finding.sort_key)
 

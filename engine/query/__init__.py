@@ -96,7 +96,7 @@ def parse_query(sql: str) -> exp.Query:
         else:
             why = "not Spark SQL here (no @ variables; ${...} is not substituted)"
         raise UserError(f"query: {_written(node, sql)}: {why}")
-    check_calls(sql)  # only functions on the allow-list (engine/query/functions.txt)
+    check_calls(sql)  # only functions on the allow-list (engine/definitions/spark_functions.txt)
     return tree
 
 

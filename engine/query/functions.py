@@ -3,9 +3,9 @@
 `query` is read-only on both engines. DuckDB loses file access once the tables are registered,
 but Spark runs whatever the SQL calls: `reflect('java.io.File', 'createTempFile', ...)` makes a
 file, `java_method('java.lang.System', 'getenv', 'HOME')` reads the environment. So every call
-in a query must be on the list in `engine/query/functions.txt` (Spark's built-in functions
-minus those that reach the JVM, files, the network or the environment), by its plain name;
-anything else is refused in one line naming it. Also refused: `TRANSFORM ... USING` (runs a
+in a query must be on the list in `engine/definitions/spark_functions.txt` (Spark's built-in
+functions minus those that reach the JVM, files, the network or the environment), by its plain
+name; anything else is refused in one line naming it. Also refused: `TRANSFORM ... USING` (runs a
 script), qualified names (`system.builtin.reflect`), and hints Spark does not define.
 
 The check reads the SQL with the project's Spark dialect but with no known functions, so
@@ -23,18 +23,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from functools import cache
 from itertools import pairwise
-from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from engine.definitions.spark_functions import close_function, spark_functions
 from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError, first_line
 
 __all__ = [
-    "FUNCTIONS_FILE",
     "HINTS",
     "allowed_functions",
     "check_bare_names",
@@ -42,7 +41,7 @@ __all__ = [
     "refused_functions",
 ]
 
-FUNCTIONS_FILE = Path(__file__).resolve().with_name("functions.txt")
+_LIST = "the list: engine/definitions/spark_functions.txt"
 
 # Spark's hints (ResolveHints): planner advice, they call nothing.
 HINTS = frozenset(
@@ -110,38 +109,25 @@ class _CallNames(SparkStreaming):
 
 
 @cache
-def _read_list() -> tuple[frozenset[str], Mapping[str, str]]:
-    allowed: set[str] = set()
-    refused: dict[str, str] = {}
-    for raw in FUNCTIONS_FILE.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("!"):
-            name, _, reason = line[1:].partition(" ")
-            refused[name.lower()] = reason.strip()
-        else:
-            allowed.add(line.lower())
-    return frozenset(allowed), refused
-
-
 def allowed_functions() -> frozenset[str]:
-    """The names a query may call (lower case), from `engine/query/functions.txt`."""
-    return _read_list()[0]
+    """The names a query may call (lower case): Spark's built-ins not refused."""
+    return frozenset(n for n, reason in spark_functions().items() if reason is None)
 
 
+@cache
 def refused_functions() -> Mapping[str, str]:
-    """Spark functions a query may not call, with the reason, from the same file."""
-    return _read_list()[1]
+    """Spark functions a query may not call, with the reason."""
+    return {n: reason for n, reason in spark_functions().items() if reason is not None}
 
 
 def _refuse(name: str) -> UserError:
     reason = refused_functions().get(name)
     if reason is not None:
         return UserError(f"query: {name}() is not allowed: {reason} (query is read-only)")
-    return UserError(
-        f"query: {name}() is not a function query allows (the list: engine/query/functions.txt)"
-    )
+    # The list holds every Spark built-in: any other name is none of Spark's.
+    close = close_function(name, allowed_functions())
+    meant = f"; did you mean {close}()?" if close else ""
+    return UserError(f"query: {name}() is not a Spark function ({_LIST}){meant}")
 
 
 def _call_name(node: exp.Func) -> str:

@@ -465,8 +465,8 @@ def test_spark_refuses_escapes_before_running_them(spark, lake, tmp_path):
 
 
 def test_function_list_covers_spark(spark):
-    # engine/query/functions.txt classifies every Spark built-in: a new Spark version with new
-    # functions fails here until each is allowed or refused with a reason.
+    # engine/definitions/spark_functions.txt classifies every Spark built-in: a new Spark
+    # version with new functions fails here until each is allowed or refused with a reason.
     names = {r[0] for r in spark.sql("SHOW SYSTEM FUNCTIONS").collect()}
     words = {n.lower() for n in names if n.replace("_", "a").isalnum()}
     listed = set(allowed_functions()) | set(refused_functions())

@@ -181,6 +181,23 @@ CASES = [
         " [unknown-column]",
         id="delta-source-columns",
     ),
+    # A name none of Spark's functions has: Spark stops the run when it analyses the view.
+    pytest.param(
+        "sql/order_status/orders.sql",
+        "coalesce(is_valid_utf8(value), true)",
+        "coalesc(is_valid_utf8(value), true)",
+        "sql/order_status/orders.sql:9:42: error: coalesc() is not a Spark function; did you mean"
+        " coalesce()? [unknown-function]",
+        id="function-typo",
+    ),
+    pytest.param(
+        "sql/customer_spend/customer_spend.sql",
+        "sum(quantity)",
+        "total_of(quantity)",
+        "sql/customer_spend/customer_spend.sql:7:10: error: total_of() is not a Spark function"
+        " [unknown-function]",
+        id="unknown-function",
+    ),
 ]
 
 # What `run` refuses, `lint` reports: the plan's findings (engine/plan) are lint's first ones.

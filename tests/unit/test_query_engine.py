@@ -381,7 +381,7 @@ def test_cli_query_history_and_refused_write(lake):
 JVM = "is not allowed: it calls Java methods (query is read-only)"
 LINE_SEP = "'java.lang.System', 'lineSeparator'"
 
-# Every call a query makes must be on engine/query/functions.txt. (SQL, None when it is
+# Every call a query makes must be on engine/definitions/spark_functions.txt. (SQL, None when it is
 # allowed, else the one-line refusal after "query: "): the escapes of issue 12 and their
 # hiding places first, then ordinary analytics that must still run.
 CALLS: list[tuple[str, str | None]] = [
@@ -451,8 +451,18 @@ CALLS: list[tuple[str, str | None]] = [
     ("SELECT session_user()", "session_user() is not allowed: "),
     ("SELECT user()", "user() is not allowed: "),
     # not on the list at all (DuckDB's getenv, a typo); hints Spark does not define
-    ("SELECT getenv('HOME')", "getenv() is not a function query allows"),
-    ("SELECT cont(*) FROM events", "cont() is not a function query allows"),
+    ("SELECT getenv('HOME')", "getenv() is not a Spark function (the list: engine/definitions/"),
+    ("SELECT cont(*) FROM events", "cont() is not a Spark function (the list: engine/defini"),
+    (
+        "SELECT date_trun('hour', event_time) FROM events",
+        "date_trun() is not a Spark function (the list: engine/definitions/spark_functions.txt); "
+        "did you mean date_trunc()?",
+    ),
+    (
+        "SELECT to_timestmp('2020-01-01')",
+        "to_timestmp() is not a Spark function (the list: engine/definitions/spark_functions.txt); "
+        "did you mean to_timestamp()?",
+    ),
     ("SELECT /*+ HACK(1) */ 1", "hint HACK: not a Spark hint"),
     # allowed: variable references are plain text (Spark's substitution is off)
     ("SELECT '${env:HOME}' AS h, '${system:user.name}' AS u", None),
