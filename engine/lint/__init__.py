@@ -383,21 +383,36 @@ def _function_name(node: exp.Func) -> str:
 
 
 def check_function_names(steps: Sequence[SqlStep]) -> list[Finding]:
-    """Calls to a name that is none of Spark's built-ins (a misspelt `date_trun`): Spark stops
-    the run there when it analyses the view; the close built-in is named where there is one.
-    sqlglot builds the functions it knows as classes, so only other names are looked up."""
-    known = spark_functions()
+    """Calls to a name that is none of Spark's built-ins (a misspelt `date_trun`), in a view or
+    an expectation's condition: Spark stops the run there when it analyses the view; the close
+    built-in is named where there is one. sqlglot builds the functions it knows as classes, so
+    only other names are looked up."""
     findings: list[Finding] = []
     for step in steps:
-        for call in step.tree.find_all(exp.Anonymous, exp.AnonymousAggFunc):
-            name = call.name.lower()
-            if name in known or isinstance(call.parent, exp.Dot):
-                continue
-            close = close_function(name, known)
-            meant = f"; did you mean {close}()?" if close else ""
-            message = f"{call.name}() is not a Spark function{meant}"
-            findings.append(finding_at(step.path, call, "unknown-function", message))
+        for call in _unknown_calls(step.tree):
+            findings.append(
+                finding_at(step.path, call, "unknown-function", _not_a_function(call.name))
+            )
+        for rule in step.expectations:
+            condition = sqlglot.parse_one(rule.condition, read=SparkStreaming)
+            for call in _unknown_calls(condition):
+                message = f"expectation {rule.name}: {_not_a_function(call.name)}"
+                findings.append(Finding(step.path, rule.line, None, "unknown-function", message))
     return findings
+
+
+def _unknown_calls(tree: exp.Expression) -> list[exp.Func]:
+    known = spark_functions()
+    return [
+        call
+        for call in tree.find_all(exp.Anonymous, exp.AnonymousAggFunc)
+        if call.name.lower() not in known and not isinstance(call.parent, exp.Dot)
+    ]
+
+
+def _not_a_function(name: str) -> str:
+    close = close_function(name, spark_functions())
+    return f"{name}() is not a Spark function" + (f"; did you mean {close}()?" if close else "")
 
 
 def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:

@@ -254,6 +254,14 @@ CASES += [
         id="expectation-column",
     ),
     pytest.param(
+        "sql/server_logs/checked_lines.sql",
+        "EXPECT (forall(items, i -> abs(i.price * i.quantity)",
+        "EXPECT (forall(items, i -> absolute(i.price * i.quantity)",
+        "sql/server_logs/checked_lines.sql:13: error: expectation finite_amounts: absolute() is not"
+        " a Spark function [unknown-function]",
+        id="expectation-function",
+    ),
+    pytest.param(
         "sql/sensor_cep/valid_readings.sql",
         "ON VIOLATION DROP ROW\n-- No NaN",
         "ON VIOLATION DROP\n-- No NaN",
