@@ -1,8 +1,8 @@
 """The engine's layers, as the folders show them: what each may import.
 
 Definitions and the plan need no Spark (so `lint`, `graph` and `run --dry-run` answer before
-a JVM starts); lower layers never import higher ones; only the CLI, which dispatches the dev
-commands (`generate`, `broker`, `order-server`), imports dev tools.
+a JVM starts); lower layers never import higher ones; only the commands, which dispatch the dev
+tools (`generate`, `broker`, `serve-orders`), import them.
 """
 
 from __future__ import annotations
