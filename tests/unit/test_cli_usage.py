@@ -71,13 +71,16 @@ def test_pipelines_folder_before_or_after_the_command(
     assert listed.startswith("shop") and "server_logs" not in listed
 
 
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser, by name."""
+    actions = build_parser()._actions
+    return next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
 def test_every_argument_of_every_command_says_what_it_is_for() -> None:
-    subparsers = next(
-        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
-    )
     silent = [
         f"{name} {action.dest}"
-        for name, command in subparsers.choices.items()
+        for name, command in commands().items()
         for action in command._actions
         if not action.help
     ]
@@ -94,15 +97,12 @@ def test_the_readme_lists_every_command_with_its_options() -> None:
             usage[name] = line
         elif line.strip() and usage:
             usage[name] += line  # a continuation line
-    subparsers = next(
-        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
-    )
     unlisted = [
         f"{name} {option}"
-        for name, command in subparsers.choices.items()
+        for name, command in commands().items()
         for action in command._actions
         for option in action.option_strings[-1:]
         if option not in ("--help", "--debug", "--pipelines") and option not in usage.get(name, "")
     ]
-    assert sorted(usage) == sorted(subparsers.choices)
+    assert sorted(usage) == sorted(commands())
     assert unlisted == []
