@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from engine.definitions.durations import parse_duration
 from engine.definitions.expectations import by_action
 from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import REAL_TIME, QuerySpec, trigger_duration
@@ -142,8 +141,11 @@ class RunResult:
 
 
 def _interval_s(spec: QuerySpec) -> float:
-    """Seconds between the query's micro-batches (0: one after another)."""
-    return parse_duration(spec.trigger).timedelta.total_seconds() if spec.trigger else 0.0
+    """Seconds between the query's micro-batches of a socket source (0: one after another, as
+    a real-time trigger runs where Real-Time Mode cannot read the source: `_trigger`)."""
+    if not spec.trigger or spec.trigger.startswith(REAL_TIME):
+        return 0.0
+    return trigger_duration(spec.trigger).timedelta.total_seconds()
 
 
 def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.definitions.pipeline import QuerySpec
 from engine.runtime import run
 
 
@@ -122,3 +123,14 @@ def test_a_socket_drain_ends_after_a_trigger_that_found_nothing() -> None:
     started = time.monotonic()
     run._drain(query, interval_s=0.5, timeout_s=60.0)  # type: ignore[arg-type]
     assert 1.5 <= time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("trigger", "seconds"),
+    [(None, 0.0), ("5 seconds", 5.0), ("2 s", 2.0), ("real-time", 0.0), ("real-time 30 s", 0.0)],
+)
+def test_a_socket_query_waits_its_trigger_interval_before_it_is_drained(trigger, seconds):
+    # A socket is no source of Real-Time Mode: such a query runs its batches back to back.
+    # The real-time trigger was read as a duration here, and the end of the run failed on it.
+    spec = QuerySpec("alerts", {}, trigger=trigger, topics={"alerts": "anomalies"})
+    assert run._interval_s(spec) == seconds
