@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,13 +170,26 @@ class Suite:
         return out
 
 
+def _expectation_names() -> dict[str, type[Expectation]]:
+    """GX's expectation classes by the names a suite writes them with (expect_..._to_...)."""
+    named = {re.sub(r"(?<!^)(?=[A-Z])", "_", attr).lower(): cls for attr, cls in vars(gxe).items()}
+    return {
+        name: cls
+        for name, cls in named.items()
+        if name.startswith("expect_") and isinstance(cls, type) and issubclass(cls, Expectation)
+    }
+
+
 def _expectation_class(name: str, where: Path) -> type[Expectation]:
-    cls = getattr(gxe, "".join(p.title() for p in name.split("_")), None)
-    if not (isinstance(cls, type) and issubclass(cls, Expectation)) or not name.startswith(
-        "expect_"
-    ):
-        raise UserError(f"{where}: unknown expectation '{name}'")
-    return cls
+    known = _expectation_names()
+    if name not in known:
+        raise UserError(f"{where}: unknown expectation '{name}'{_meant(name, known)}")
+    return known[name]
+
+
+def _meant(name: str, known: Collection[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
@@ -200,7 +214,8 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
             raise UserError(f"{where}: derived '{name}': bad argument {arg!r} for {kind}")
         missing = [c for c in d.sources() if c not in columns]
         if missing:
-            raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'")
+            meant = _meant(missing[0], columns)
+            raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'{meant}")
         columns.add(d.name)
         out.append(d)
     return tuple(out)
@@ -220,7 +235,8 @@ def _expectation(item: Any, columns: set[str], where: Path) -> Expectation:
     named += [text(c, at / "column_list", "column names") for c in column_list]
     unknown = [c for c in named if c not in columns]
     if unknown:
-        raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'")
+        meant = _meant(unknown[0], columns)
+        raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'{meant}")
     try:
         return cls(**kwargs)
     except (ValidationError, TypeError) as err:

@@ -457,6 +457,23 @@ _NOT_NULL = "expect_column_values_to_not_be_null"
             "expect_compound_columns_to_be_unique.column_list: expected a list of columns, "
             "got the text 'customer_id'",
         ),
+        # A misspelt name: the close one is named.
+        (
+            _CARTS_SUITE.replace("to_not_be_null", "to_not_be_nul"),
+            f"unknown expectation 'expect_column_values_to_not_be_nul' (did you mean {_NOT_NULL}?)",
+        ),
+        (
+            "table: carts\nexpectations:\n  - expect_table_to_be_tidy: {}\n",
+            "unknown expectation 'expect_table_to_be_tidy'",
+        ),
+        (
+            _CARTS_SUITE.replace("customer_id", "custmer_id"),
+            f"{_NOT_NULL}: unknown column 'custmer_id' (did you mean customer_id?)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {size_of: product}\n",
+            "derived 'n' reads unknown column 'product' (did you mean products?)",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_file_and_key(tmp_path, text, message):
