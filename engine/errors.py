@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["KafkaUnavailable", "UserError", "first_line"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["KafkaUnavailable", "UserError", "closest", "first_line"]
 
 
 class UserError(Exception):
@@ -16,6 +19,13 @@ class KafkaUnavailable(UserError):
     def broker(cls, servers: str, why: str) -> KafkaUnavailable:
         """The one line for a broker that does not answer, naming it and the setting."""
         return cls(f"kafka broker {servers} unreachable (kafka.bootstrap.servers): {why}")
+
+
+def closest(name: str, names: Iterable[str], *, cutoff: float = 0.8) -> str | None:
+    """The one of `names` a misspelt `name` most likely meant, for a "did you mean" (difflib's
+    similarity at least `cutoff`); None when none is close."""
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 def first_line(err: BaseException | str) -> str:

@@ -4,11 +4,10 @@ folder in one batch)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import UserError
+from engine.errors import UserError, closest
 
 __all__ = ["check_source_options"]
 
@@ -97,9 +96,9 @@ def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> N
                 f"{where}{name}: write {_RENAMED[name]}, this project's name for it (both Kafka "
                 "connectors read it)"
             )
-        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.8)
+        close = closest(name.lower(), by_lower)
         if close or kind in _CLOSED:
-            meant = f"; did you mean {by_lower[close[0]]}?" if close else ""
+            meant = f"; did you mean {by_lower[close]}?" if close else ""
             raise UserError(
                 f"{where}{name}: not an option of a {kind} source{meant} "
                 f"(options: {', '.join(known)})"

@@ -3,12 +3,11 @@ pipeline's calls against, and the list `query` allows from (with the reasons it 
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-__all__ = ["FUNCTIONS_FILE", "close_function", "spark_functions"]
+__all__ = ["FUNCTIONS_FILE", "spark_functions"]
 
 FUNCTIONS_FILE = Path(__file__).resolve().with_name("spark_functions.txt")
 
@@ -27,9 +26,3 @@ def spark_functions() -> Mapping[str, str | None]:
         else:
             functions[line.lower()] = None
     return functions
-
-
-def close_function(name: str, names: Collection[str]) -> str | None:
-    """The one of `names` a misspelt function `name` most likely meant, if any is close."""
-    close = difflib.get_close_matches(name.lower(), sorted(names), n=1, cutoff=0.75)
-    return close[0] if close else None

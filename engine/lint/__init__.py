@@ -23,7 +23,7 @@ from sqlglot.schema import MappingSchema
 
 from engine.definitions.handler import load_handler_class
 from engine.definitions.pipeline import Pipeline, Registry
-from engine.definitions.spark_functions import close_function, spark_functions
+from engine.definitions.spark_functions import spark_functions
 from engine.definitions.sql import (
     SparkStreaming,
     SqlError,
@@ -32,7 +32,7 @@ from engine.definitions.sql import (
     order_steps,
     position,
 )
-from engine.errors import UserError
+from engine.errors import UserError, closest
 from engine.plan import check_pipeline, load_files
 from engine.plan.findings import Finding, finding_at
 
@@ -411,7 +411,7 @@ def _unknown_calls(tree: exp.Expression) -> list[exp.Func]:
 
 
 def _not_a_function(name: str) -> str:
-    close = close_function(name, spark_functions())
+    close = closest(name.lower(), spark_functions(), cutoff=0.75)
     return f"{name}() is not a Spark function" + (f"; did you mean {close}()?" if close else "")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from great_expectations.expectations.expectation import Expectation
 from pydantic.v1 import ValidationError
 
 from engine.definitions.yaml_files import At, describe, mapping, read_yaml, text
-from engine.errors import UserError
+from engine.errors import UserError, closest
 from engine.lake.values import repair_text
 
 __all__ = [
@@ -188,8 +187,8 @@ def _expectation_class(name: str, where: Path) -> type[Expectation]:
 
 
 def _meant(name: str, known: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
-    return f" (did you mean {close[0]}?)" if close else ""
+    close = closest(name, known)
+    return f" (did you mean {close}?)" if close else ""
 
 
 def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:

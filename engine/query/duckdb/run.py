@@ -7,7 +7,6 @@ DECIMAL(38, 0) results (DuckDB's HUGEINT sums) come back as BIGINT, as in Spark.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from duckdb.sqltypes import SQLNULL, VARCHAR
 
-from engine.errors import UserError, first_line
+from engine.errors import UserError, closest, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
 from engine.query import parse_query, read_tables
@@ -114,8 +113,8 @@ def _did_you_mean(message: str, columns: Collection[str]) -> str:
     else:
         candidates = [] if name["table"] else sorted(set(columns))
     wrong = name["column"] or name["table"] or name["named"]
-    close = difflib.get_close_matches(wrong, candidates, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    close = closest(wrong, candidates, cutoff=0.6)
+    return f" (did you mean {close}?)" if close else ""
 
 
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
