@@ -14,8 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The statement, the lake, the engine and the version read."""
     parser.add_argument(
         "sql",
-        help="one SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES or DESCRIBE; tables by "
-        "their names (FROM events)",
+        help="one SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES, DESCRIBE or EXPLAIN "
+        "(with --engine spark); tables by their names (FROM events)",
     )
     add_lake(parser)
     add_format(parser)
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Answer from the Delta logs where they can (SHOW, DESCRIBE), else run on the engine."""
     from engine.lake import Snapshot, lake_tables
-    from engine.query import SUBSTITUTE, parse_query, run_query
+    from engine.query import SUBSTITUTE, explained_query, parse_query, run_query
     from engine.query.catalog import catalog_answer
     from engine.query.output import print_rows
 
@@ -51,5 +51,9 @@ def execute(args: argparse.Namespace) -> int:
 
     conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
     spark = get_spark(conf, log_file=None if args.debug else lake_log_file(lake))
-    print_rows(run_query(spark, args.sql, lake, snapshot), args.format)
+    result = run_query(spark, args.sql, lake, snapshot)
+    if explained_query(args.sql) is not None and args.format == "table":
+        print(result.column("plan")[0].as_py().rstrip("\n"))  # the plan as Spark prints it
+    else:
+        print_rows(result, args.format)
     return 0

@@ -4,12 +4,14 @@ The SQL is Spark SQL. It is checked here (one query, nothing that writes, only t
 on the allow-list of `engine.query.functions`) before any engine starts; the tables it names
 are read with delta-rs as Arrow, at the latest version or at `--version` / `--as-of`, and
 handed to an engine: DuckDB by default (`engine.query.duckdb`), Spark on request
-(`run_query`, with variable substitution off).
+(`run_query`, with variable substitution off). `EXPLAIN [mode] <query>` is Spark's plan of the
+query, so only Spark answers it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "READ_ONLY",
     "SUBSTITUTE",
+    "explained_query",
     "parse_query",
     "read_tables",
     "referenced_tables",
@@ -37,14 +40,24 @@ __all__ = [
 ]
 
 READ_ONLY = (
-    "only SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES and DESCRIBE are allowed "
-    "(query is read-only)"
+    "only SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES, DESCRIBE and EXPLAIN are "
+    "allowed (query is read-only)"
 )
+_EXPLAIN = re.compile(
+    r"\s*EXPLAIN(?:\s+(?:EXTENDED|FORMATTED|CODEGEN|COST))?\s+(?P<query>.*)", re.I | re.S
+)
+
+
+def explained_query(sql: str) -> str | None:
+    """The query of an `EXPLAIN [EXTENDED|FORMATTED|CODEGEN|COST] <query>` statement, else None."""
+    explain = _EXPLAIN.fullmatch(sql)
+    return explain["query"] if explain else None
 
 
 def parse_query(sql: str) -> exp.Query:
     """The one read-only query in `sql` (Spark SQL), calling only allowed functions; anything
-    else is a user error."""
+    else is a user error. For an EXPLAIN statement, its query."""
+    sql = explained_query(sql) or sql
     sqlglot_log = logging.getLogger("sqlglot")
     level = sqlglot_log.level
     # sqlglot warns on stderr when it falls back to a Command (EXECUTE IMMEDIATE ...): the

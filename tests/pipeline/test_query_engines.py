@@ -450,6 +450,16 @@ def test_spark_leaves_variable_references_as_text(spark, lake):
     assert spark.conf.get(SUBSTITUTE) == before  # the shared session is left as it was
 
 
+def test_spark_explains_a_query_over_the_lake_tables(spark, lake):
+    sql = "EXPLAIN FORMATTED SELECT count(*) FROM events WHERE event_date = DATE'2024-06-01'"
+    plan = run_query(spark, sql, lake).column("plan").to_pylist()
+    assert len(plan) == 1
+    # The lake's table by its path, its partitions pruned.
+    lines = plan[0].splitlines()
+    assert any("Location: PreparedDeltaFileIndex" in ln and "/events" in ln for ln in lines)
+    assert any(ln.startswith("PartitionFilters: ") and "event_date" in ln for ln in lines)
+
+
 def test_spark_refuses_escapes_before_running_them(spark, lake, tmp_path):
     made = tmp_path / "made"
     for sql in (

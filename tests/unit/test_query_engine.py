@@ -233,6 +233,8 @@ def test_unknown_table_and_errors_are_user_errors(lake):
         run_duckdb("SELECT * FROM nope", lake)
     with pytest.raises(UserError, match=r"DuckDB: .*no_col\" not found in FROM clause!$"):
         run_duckdb("SELECT no_col FROM carts", lake)
+    with pytest.raises(UserError, match=r"EXPLAIN shows Spark's plan, .*: add --engine spark$"):
+        run_duckdb("EXPLAIN SELECT * FROM carts", lake)
     with pytest.raises(UserError, match=r"sliding windows .*--engine spark"):
         run_duckdb("SELECT window(event_time, '1 hour', '10 minutes') FROM events", lake)
     with pytest.raises(UserError, match=r"the start time must be less than the slide$"):
@@ -435,6 +437,11 @@ CALLS: list[tuple[str, str | None]] = [
     ),
     # table-valued functions, names and SQL made at run time
     (f"EXECUTE IMMEDIATE 'SELECT reflect({LINE_SEP})'", READ_ONLY),
+    # EXPLAIN's query is held to the same rules
+    ("EXPLAIN INSERT INTO events SELECT * FROM events", READ_ONLY),
+    ("EXPLAIN", READ_ONLY),
+    (f"EXPLAIN FORMATTED SELECT reflect({LINE_SEP})", f"reflect() {JVM}"),
+    ("EXPLAIN COST SELECT count(*) FROM events", None),
     ("SELECT * FROM range(10)", "FROM RANGE(10): only the lake's tables can be read"),
     ("SELECT * FROM IDENTIFIER('events')", "FROM IDENTIFIER('events'): only the lake's"),
     # a Spark user's path or catalog names: the table had its qualifier dropped in the message

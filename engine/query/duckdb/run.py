@@ -19,7 +19,7 @@ from duckdb.sqltypes import SQLNULL, VARCHAR
 from engine.errors import UserError, closest, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
-from engine.query import parse_query, read_tables
+from engine.query import explained_query, parse_query, read_tables
 from engine.query.duckdb.aggregates import SUM_OVERFLOW
 from engine.query.duckdb.arrays import OUT_OF_BOUNDS, SEQUENCE_BOUNDARIES
 from engine.query.duckdb.inferred import schema_of
@@ -138,6 +138,10 @@ def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
 
 def run_duckdb(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table:
     """Run read-only Spark SQL over the lake's tables on an in-memory DuckDB."""
+    if explained_query(sql) is not None:
+        raise UserError(
+            "query: EXPLAIN shows Spark's plan, which DuckDB does not make: add --engine spark"
+        )
     tree = parse_query(sql)
     tables = {name: _wall_clock(table) for name, table in read_tables(tree, lake, snapshot).items()}
     duck_sql = to_duckdb_sql(tree, schema_of(tables))
