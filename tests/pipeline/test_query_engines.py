@@ -510,6 +510,21 @@ def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_pat
     ]
 
 
+def test_cli_prints_spark_plan_as_spark_does(lake, tmp_path):
+    sql = "EXPLAIN SELECT event_type, count(*) FROM events GROUP BY event_type"
+    args = ["query", sql, "--lake", str(lake), "--engine", "spark"]
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "runner.py"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("== Physical Plan ==\n")  # not a table of one cell
+    assert "HashAggregate(keys=[event_type" in result.stdout
+
+
 def test_times_far_from_today_written_by_spark(spark, tmp_path):
     # delta-spark stores TIMESTAMP as Parquet INT96, which Arrow read as nanoseconds: a time
     # outside 1677..2262 failed every query of the table on DuckDB (and its quality check).
