@@ -32,9 +32,11 @@ from engine.definitions.sql import (
     order_steps,
     position,
 )
+from engine.definitions.suites import load_suite_def
+from engine.definitions.tables import load_tables
 from engine.errors import UserError, closest
 from engine.plan import check_pipeline, load_files
-from engine.plan.findings import Finding, finding_at
+from engine.plan.findings import Finding, finding_at, from_user_error
 
 __all__ = [
     "NONDETERMINISTIC",
@@ -47,6 +49,7 @@ __all__ = [
     "check_handlers",
     "check_nondeterministic_keys",
     "check_state_watermarks",
+    "check_suites",
     "lint_pipeline",
     "lint_pipelines",
     "schema_columns",
@@ -70,8 +73,6 @@ def source_columns(pipeline: Pipeline) -> list[str] | None:
     extra = list(SOURCE_COLUMNS[src.kind])
     if src.kind != "delta":
         return extra
-    from engine.definitions.tables import load_tables
-
     try:
         table = load_tables(pipeline.tables_dir).get(str(src.table))
     except UserError:
@@ -415,6 +416,26 @@ def _not_a_function(name: str) -> str:
     return f"{name}() is not a Spark function" + (f"; did you mean {close}()?" if close else "")
 
 
+def check_suites(pipeline: Pipeline) -> list[Finding]:
+    """The quality suites of the pipeline's tables, read as `quality` reads them but without
+    Great Expectations: keys, derived columns and the columns each expectation names, against
+    the table's DDL (a table whose DDL does not load is the plan's finding already)."""
+    try:
+        tables = load_tables(pipeline.tables_dir)
+    except UserError:
+        return []
+    findings: list[Finding] = []
+    for name in pipeline.tables:
+        path = pipeline.project.suites / f"{name}.yaml"
+        if name not in tables or not path.exists():
+            continue
+        try:
+            load_suite_def(path, tables[name].arrow_schema)
+        except UserError as err:
+            findings.append(from_user_error(err, "suite", path))
+    return findings
+
+
 def check_nondeterministic_keys(steps: Sequence[SqlStep]) -> list[Finding]:
     """Non-deterministic functions (NONDETERMINISTIC) in GROUP BY keys (which include the keys
     of the any_value() dedup form) or in a SELECT DISTINCT's projections: each replay or
@@ -513,6 +534,7 @@ def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     findings += check_complete_mode(pipeline, steps)
     findings += check_nondeterministic_keys(steps)
     findings += check_function_names(steps)
+    findings += check_suites(pipeline)
     files = len(list(pipeline.sql_dir.glob("*.sql")))
     return files, sorted(set(findings), key=Finding.sort_key)
 
@@ -526,4 +548,5 @@ def lint_pipelines(registry: Registry, names: Sequence[str] = ()) -> LintResult:
         count, found = lint_pipeline(pipeline)
         files += count
         findings += found
-    return LintResult(len(pipelines), files, tuple(sorted(findings, key=Finding.sort_key)))
+    # Pipelines share tables (quarantine): a suite's finding is said once.
+    return LintResult(len(pipelines), files, tuple(sorted(set(findings), key=Finding.sort_key)))

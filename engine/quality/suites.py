@@ -1,10 +1,11 @@
-"""Expectation suites: one `quality/suites/<table>.yaml` per Delta table, with derived columns."""
+"""Expectation suites run: GX's expectations built from each table's suite as written
+(`engine.definitions.suites`), and the helper columns it derives computed over the table."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,29 +18,19 @@ from great_expectations import expectations as gxe
 from great_expectations.expectations.expectation import Expectation
 from pydantic.v1 import ValidationError
 
-from engine.definitions.yaml_files import At, describe, mapping, read_yaml, text
+from engine.definitions.suites import (
+    FINITE_SUFFIX,
+    Derived,
+    ExpectationDef,
+    SuiteDef,
+    has_floats,
+    load_suite_def,
+    load_suite_defs,
+)
 from engine.errors import UserError, closest
 from engine.lake.values import repair_text
 
-__all__ = [
-    "DERIVED_KINDS",
-    "FINITE_SUFFIX",
-    "Suite",
-    "finite_rows",
-    "load_suite",
-    "load_suites",
-]
-
-
-_COLUMN_ARGS = ("column", "column_A", "column_B")
-_SUITE_KEYS = ("table", "derived", "expectations")
-
-# Every column that holds floating-point numbers (DOUBLE, FLOAT, also inside arrays and
-# structs) gets a helper column `<column>_is_finite` and an expectation that it is true: NaN
-# and ±Infinity fail the suite, naming the column. pandas reads NaN as missing, so the helper
-# is computed from the Arrow data, where NULL and NaN differ (NULL counts as finite here; the
-# suite's not-null checks are separate).
-FINITE_SUFFIX = "_is_finite"
+__all__ = ["COMPUTED", "Suite", "finite_rows", "load_suite", "load_suites"]
 
 
 def _size_of(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
@@ -84,8 +75,8 @@ def _hours_before_run(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series
     return (pd.Timestamp(now) - df[arg]).dt.total_seconds() / 3600.0
 
 
-# The only computations a suite can ask for: suites name one of these, never code.
-DERIVED_KINDS: Mapping[str, Callable[[pd.DataFrame, Any, dt.datetime], pd.Series]] = {
+#: How each of DERIVED_KINDS is computed over the table's rows.
+COMPUTED: Mapping[str, Callable[[pd.DataFrame, Any, dt.datetime], pd.Series]] = {
     "size_of": _size_of,
     "sum_of": _sum_of,
     "abs_diff": _abs_diff,
@@ -98,30 +89,6 @@ DERIVED_KINDS: Mapping[str, Callable[[pd.DataFrame, Any, dt.datetime], pd.Series
 }
 
 
-@dataclass(frozen=True)
-class Derived:
-    """A helper column computed before validation: `name = kind(arg)`."""
-
-    name: str
-    kind: str
-    arg: Any
-
-    def sources(self) -> list[str]:
-        """The columns this one reads."""
-        args = self.arg if isinstance(self.arg, list) else [self.arg]
-        return [a.split(".", 1)[0] for a in args]
-
-
-def _has_floats(kind: pa.DataType) -> bool:
-    if pa.types.is_floating(kind):
-        return True
-    if pa.types.is_struct(kind):
-        return any(_has_floats(f.type) for f in kind)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return _has_floats(kind.value_type)
-    return False  # tables/ has no maps
-
-
 def _bad_rows(array: pa.Array) -> np.ndarray:
     """Per row: does it hold a NaN or an infinity (at any depth)?"""
     kind = array.type
@@ -130,7 +97,7 @@ def _bad_rows(array: pa.Array) -> np.ndarray:
     bad = np.zeros(len(array), dtype=bool)
     if pa.types.is_struct(kind):
         for i, f in enumerate(kind):
-            if _has_floats(f.type):
+            if has_floats(f.type):
                 bad |= _bad_rows(pc.struct_field(array, [i]))
         return bad
     # A list: a row is bad when one of its items is.
@@ -142,6 +109,8 @@ def _bad_rows(array: pa.Array) -> np.ndarray:
 
 def finite_rows(column: pa.ChunkedArray) -> np.ndarray:
     """Per row of a column holding floats: True unless it holds a NaN or an infinity."""
+    # From the Arrow data: pandas reads NaN as missing, where NULL and NaN differ (NULL counts
+    # as finite here; the suite's not-null checks are separate).
     if column.num_chunks == 0:
         return np.ones(0, dtype=bool)
     return ~np.concatenate([_bad_rows(c) for c in column.chunks])
@@ -165,7 +134,7 @@ class Suite:
         for name in self.finite:
             out[name + FINITE_SUFFIX] = finite_rows(data.column(name))
         for d in self.derived:
-            out[d.name] = DERIVED_KINDS[d.kind](out, d.arg, now)
+            out[d.name] = COMPUTED[d.kind](out, d.arg, now)
         return out
 
 
@@ -179,105 +148,35 @@ def _expectation_names() -> dict[str, type[Expectation]]:
     }
 
 
-def _expectation_class(name: str, where: Path) -> type[Expectation]:
+def _expectation(written: ExpectationDef, where: Path) -> Expectation:
     known = _expectation_names()
-    if name not in known:
-        raise UserError(f"{where}: unknown expectation '{name}'{_meant(name, known)}")
-    return known[name]
-
-
-def _meant(name: str, known: Collection[str]) -> str:
-    close = closest(name, known)
-    return f" (did you mean {close}?)" if close else ""
-
-
-def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
-    out: list[Derived] = []
-    specs = mapping(raw, At(where, "derived"), "a mapping (name: {kind: argument})")
-    for name, spec in specs.items():
-        if not (isinstance(spec, dict) and len(spec) == 1):
-            raise UserError(f"{where}: derived '{name}' must be one {{kind: argument}}")
-        kind, arg = next(iter(spec.items()))
-        if kind not in DERIVED_KINDS:
-            known = ", ".join(DERIVED_KINDS)
-            raise UserError(f"{where}: derived '{name}': unknown kind '{kind}' (have: {known})")
-        d = Derived(str(name), kind, arg)
-        well_formed = (
-            isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg)
-            if kind in ("abs_diff", "product_of", "seconds_between")
-            else isinstance(arg, str)
-        )
-        if kind == "sum_of" and well_formed:
-            well_formed = bool(re.fullmatch(r"\w+\.\w+", arg))
-        if not well_formed:
-            raise UserError(f"{where}: derived '{name}': bad argument {arg!r} for {kind}")
-        missing = [c for c in d.sources() if c not in columns]
-        if missing:
-            meant = _meant(missing[0], columns)
-            raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'{meant}")
-        columns.add(d.name)
-        out.append(d)
-    return tuple(out)
-
-
-def _expectation(item: Any, columns: set[str], where: Path) -> Expectation:
-    if not (isinstance(item, dict) and len(item) == 1):
-        raise UserError(f"{where}: each expectation must be one {{expect_...: {{arguments}}}}")
-    name, kwargs = next(iter(item.items()))
-    cls = _expectation_class(str(name), where)
-    at = At(where, str(name))
-    kwargs = mapping(kwargs, at, "a mapping of its arguments ({column: ...})")
-    column_list = kwargs.get("column_list", [])
-    if not isinstance(column_list, list):
-        raise (at / "column_list").error(f"expected a list of columns, got {describe(column_list)}")
-    named = [text(kwargs[a], at / a, "a column name") for a in _COLUMN_ARGS if a in kwargs]
-    named += [text(c, at / "column_list", "column names") for c in column_list]
-    unknown = [c for c in named if c not in columns]
-    if unknown:
-        meant = _meant(unknown[0], columns)
-        raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'{meant}")
+    if written.name not in known:
+        close = closest(written.name, known)
+        meant = f" (did you mean {close}?)" if close else ""
+        raise UserError(f"{where}: unknown expectation '{written.name}'{meant}")
     try:
-        return cls(**kwargs)
+        return known[written.name](**written.kwargs)
     except (ValidationError, TypeError) as err:
         first = str(err).replace("\n", " ")
-        raise UserError(f"{where}: {name}: {first}") from None
+        raise UserError(f"{where}: {written.name}: {first}") from None
+
+
+def _suite(written: SuiteDef) -> Suite:
+    checks = [_expectation(e, written.path) for e in written.expectations]
+    checks += [
+        gxe.ExpectColumnValuesToBeInSet(column=n + FINITE_SUFFIX, value_set=[True])
+        for n in written.finite
+    ]
+    return Suite(written.table, written.path, written.derived, tuple(checks), written.finite)
 
 
 def load_suite(path: Path, schema: pa.Schema) -> Suite:
-    """Parse and check one suite file against the table's columns; every column holding
-    floats also gets its finiteness expectation."""
-    raw = mapping(read_yaml(path), At(path), "a mapping (table, expectations)", known=_SUITE_KEYS)
-    if raw.get("table") != path.stem:
-        raise UserError(f"{path}: 'table' must be '{path.stem}', the file's name")
-    finite = tuple(f.name for f in schema if _has_floats(f.type))
-    columns = set(schema.names)
-    taken = [n + FINITE_SUFFIX for n in finite if n + FINITE_SUFFIX in columns]
-    if taken:
-        raise UserError(f"{path}: column '{taken[0]}' clashes with a finiteness check's name")
-    columns |= {n + FINITE_SUFFIX for n in finite}
-    derived = _derived(raw.get("derived"), columns, path)
-    items = raw.get("expectations") or []
-    if not isinstance(items, list) or not items:
-        raise UserError(f"{path}: 'expectations' must be a non-empty list")
-    checks = [_expectation(i, columns, path) for i in items]
-    checks += [
-        gxe.ExpectColumnValuesToBeInSet(column=n + FINITE_SUFFIX, value_set=[True]) for n in finite
-    ]
-    return Suite(
-        table=path.stem,
-        path=path,
-        derived=derived,
-        expectations=tuple(checks),
-        finite=finite,
-    )
+    """Read and check one suite file against the table's columns, with GX's expectations
+    built; every column holding floats also gets its finiteness expectation."""
+    return _suite(load_suite_def(path, schema))
 
 
 def load_suites(schemas: Mapping[str, pa.Schema], folder: Path) -> dict[str, Suite]:
     """The suite of every table that has one, by table name (`schemas`: each table's Arrow
     schema, `TableDef.arrow_schema`)."""
-    suites: dict[str, Suite] = {}
-    for path in sorted(folder.glob("*.yaml")):
-        if path.stem not in schemas:
-            raise UserError(f"{path}: no table '{path.stem}' in tables/")
-        suites[path.stem] = load_suite(path, schemas[path.stem])
-    return suites
+    return {name: _suite(d) for name, d in load_suite_defs(schemas, folder).items()}

@@ -244,6 +244,23 @@ CASES += [
         " 'lake.key', 'lake.role' [table]",
         id="table-clause",
     ),
+    # Quality suites, read without Great Expectations: the columns they name, their keys.
+    pytest.param(
+        "quality/suites/order_totals.yaml",
+        "{column: orders, min_value: 1}",
+        "{column: order, min_value: 1}",
+        "quality/suites/order_totals.yaml: error: expect_column_values_to_be_between: unknown"
+        " column 'order' (did you mean orders?) [suite]",
+        id="suite-column",
+    ),
+    pytest.param(
+        "quality/suites/order_totals.yaml",
+        "expectations:",
+        "expectation:",
+        "quality/suites/order_totals.yaml: error: unknown key 'expectation' (known: table,"
+        " derived, expectations) [suite]",
+        id="suite-key",
+    ),
     # Expectations: a condition reads its view's columns; a bad rule line is a syntax error.
     pytest.param(
         "sql/server_logs/checked_lines.sql",
@@ -301,7 +318,7 @@ def test_one_finding_per_broken_file(
 ) -> None:
     edit(project, file, old, new)
     pipeline = file.split("/")[1] if file.startswith("sql/") else Path(file).stem
-    pipeline = "order_status" if file.startswith("tables/") else pipeline
+    pipeline = "order_status" if file.startswith(("tables/", "quality/")) else pipeline
     code, out = run_lint(project, capsys, pipeline)
     lines = out.splitlines()
     assert f"{project}/{expected}" in lines or expected in lines, out

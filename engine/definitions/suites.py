@@ -1,0 +1,177 @@
+"""Expectation suites as written: `quality/suites/<table>.yaml`, read and checked against the
+table's columns without Great Expectations, so `lint` reads them as it reads the SQL;
+`engine.quality` builds GX's expectations from them and runs them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from engine.definitions.yaml_files import At, describe, mapping, read_yaml, text
+from engine.errors import UserError, closest
+
+__all__ = [
+    "DERIVED_KINDS",
+    "FINITE_SUFFIX",
+    "Derived",
+    "ExpectationDef",
+    "SuiteDef",
+    "has_floats",
+    "load_suite_def",
+    "load_suite_defs",
+]
+
+#: The only computations a suite can ask for (engine/quality/suites.py computes them): suites
+#: name one of these, never code. Those of two columns take a list of both.
+DERIVED_KINDS = (
+    "size_of",
+    "sum_of",
+    "abs_diff",
+    "product_of",
+    "is_null",
+    "is_not_null",
+    "is_negative",
+    "seconds_between",
+    "hours_before_run",
+)
+_PAIRS = ("abs_diff", "product_of", "seconds_between")
+
+# Every column that holds floating-point numbers (DOUBLE, FLOAT, also inside arrays and
+# structs) gets a helper column `<column>_is_finite` and an expectation that it is true: NaN
+# and ±Infinity fail the suite, naming the column.
+FINITE_SUFFIX = "_is_finite"
+
+_COLUMN_ARGS = ("column", "column_A", "column_B")
+_SUITE_KEYS = ("table", "derived", "expectations")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A helper column computed before validation: `name = kind(arg)`."""
+
+    name: str
+    kind: str
+    arg: Any
+
+    def sources(self) -> list[str]:
+        """The columns this one reads."""
+        args = self.arg if isinstance(self.arg, list) else [self.arg]
+        return [a.split(".", 1)[0] for a in args]
+
+
+@dataclass(frozen=True)
+class ExpectationDef:
+    """One expectation as written: GX's snake-case name and its arguments."""
+
+    name: str
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SuiteDef:
+    """One table's suite as written; `finite` are the table's columns that hold floats."""
+
+    table: str
+    path: Path
+    derived: tuple[Derived, ...]
+    expectations: tuple[ExpectationDef, ...]
+    finite: tuple[str, ...] = ()
+
+
+def has_floats(kind: pa.DataType) -> bool:
+    """Whether a column of this type holds floats, at any depth."""
+    if pa.types.is_floating(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(has_floats(f.type) for f in kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return has_floats(kind.value_type)
+    return False  # tables/ has no maps
+
+
+def _meant(name: str, known: Any) -> str:
+    close = closest(name, known)
+    return f" (did you mean {close}?)" if close else ""
+
+
+def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
+    out: list[Derived] = []
+    specs = mapping(raw, At(where, "derived"), "a mapping (name: {kind: argument})")
+    for name, spec in specs.items():
+        if not (isinstance(spec, dict) and len(spec) == 1):
+            raise UserError(f"{where}: derived '{name}' must be one {{kind: argument}}")
+        kind, arg = next(iter(spec.items()))
+        if kind not in DERIVED_KINDS:
+            known = ", ".join(DERIVED_KINDS)
+            raise UserError(f"{where}: derived '{name}': unknown kind '{kind}' (have: {known})")
+        d = Derived(str(name), kind, arg)
+        well_formed = (
+            isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg)
+            if kind in _PAIRS
+            else isinstance(arg, str)
+        )
+        if kind == "sum_of" and well_formed:
+            well_formed = bool(re.fullmatch(r"\w+\.\w+", arg))
+        if not well_formed:
+            raise UserError(f"{where}: derived '{name}': bad argument {arg!r} for {kind}")
+        missing = [c for c in d.sources() if c not in columns]
+        if missing:
+            meant = _meant(missing[0], columns)
+            raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'{meant}")
+        columns.add(d.name)
+        out.append(d)
+    return tuple(out)
+
+
+def _expectation(item: Any, columns: set[str], where: Path) -> ExpectationDef:
+    if not (isinstance(item, dict) and len(item) == 1):
+        raise UserError(f"{where}: each expectation must be one {{expect_...: {{arguments}}}}")
+    name, kwargs = next(iter(item.items()))
+    at = At(where, str(name))
+    kwargs = mapping(kwargs, at, "a mapping of its arguments ({column: ...})")
+    column_list = kwargs.get("column_list", [])
+    if not isinstance(column_list, list):
+        raise (at / "column_list").error(f"expected a list of columns, got {describe(column_list)}")
+    named = [text(kwargs[a], at / a, "a column name") for a in _COLUMN_ARGS if a in kwargs]
+    named += [text(c, at / "column_list", "column names") for c in column_list]
+    unknown = [c for c in named if c not in columns]
+    if unknown:
+        meant = _meant(unknown[0], columns)
+        raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'{meant}")
+    return ExpectationDef(str(name), dict(kwargs))
+
+
+def load_suite_def(path: Path, schema: pa.Schema) -> SuiteDef:
+    """Read one suite file and check it against the table's columns (`schema`: its Arrow
+    schema, `TableDef.arrow_schema`); a user error names the file and what is wrong."""
+    raw = mapping(read_yaml(path), At(path), "a mapping (table, expectations)", known=_SUITE_KEYS)
+    if raw.get("table") != path.stem:
+        raise UserError(f"{path}: 'table' must be '{path.stem}', the file's name")
+    finite = tuple(f.name for f in schema if has_floats(f.type))
+    columns = set(schema.names)
+    taken = [n + FINITE_SUFFIX for n in finite if n + FINITE_SUFFIX in columns]
+    if taken:
+        raise UserError(f"{path}: column '{taken[0]}' clashes with a finiteness check's name")
+    columns |= {n + FINITE_SUFFIX for n in finite}
+    derived = _derived(raw.get("derived"), columns, path)
+    items = raw.get("expectations") or []
+    if not isinstance(items, list) or not items:
+        raise UserError(f"{path}: 'expectations' must be a non-empty list")
+    checks = tuple(_expectation(i, columns, path) for i in items)
+    return SuiteDef(path.stem, path, derived, checks, finite)
+
+
+def load_suite_defs(schemas: Mapping[str, pa.Schema], folder: Path) -> dict[str, SuiteDef]:
+    """The suite of every table that has one, by table name (`schemas`: each table's Arrow
+    schema)."""
+    suites: dict[str, SuiteDef] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        if path.stem not in schemas:
+            raise UserError(f"{path}: no table '{path.stem}' in tables/")
+        suites[path.stem] = load_suite_def(path, schemas[path.stem])
+    return suites
