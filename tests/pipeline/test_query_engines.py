@@ -484,23 +484,29 @@ def test_function_list_covers_spark(spark):
     assert listed - words <= {"identifier"}  # a clause, not a function Spark lists
 
 
-def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_path):
-    sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
-    args = ["query", sql, "--lake", str(lake), "--engine", "spark", "--format", "json"]
+def query_on_spark(lake: Path, cwd: Path, sql: str, *options: str) -> str:
+    """What `runner.py query SQL --engine spark` prints, run from `cwd`; it must exit 0."""
+    args = ["query", sql, "--lake", str(lake), "--engine", "spark", *options]
     result = subprocess.run(
         [sys.executable, str(PROJECT / "runner.py"), *args],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_path):
+    sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
+    out = query_on_spark(lake, tmp_path, sql, "--format", "json")
     assert list(tmp_path.iterdir()) == []  # read-only: not even a spark-warehouse/ here
 
     def refuse(token: str) -> Any:
         raise ValueError(f"not JSON: {token}")
 
-    rows = json.loads(result.stdout, parse_constant=refuse)
+    rows = json.loads(out, parse_constant=refuse)
     assert [(r["text"], r["price"], r["h"]) for r in rows] == [
         ("ok", 1.5, "${env:HOME}"),
         ("caf\\xe9", "NaN", "${env:HOME}"),
@@ -512,17 +518,9 @@ def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_pat
 
 def test_cli_prints_spark_plan_as_spark_does(lake, tmp_path):
     sql = "EXPLAIN SELECT event_type, count(*) FROM events GROUP BY event_type"
-    args = ["query", sql, "--lake", str(lake), "--engine", "spark"]
-    result = subprocess.run(
-        [sys.executable, str(PROJECT / "runner.py"), *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("== Physical Plan ==\n")  # not a table of one cell
-    assert "HashAggregate(keys=[event_type" in result.stdout
+    out = query_on_spark(lake, tmp_path, sql)
+    assert out.startswith("== Physical Plan ==\n")  # not a table of one cell
+    assert "HashAggregate(keys=[event_type" in out
 
 
 def test_times_far_from_today_written_by_spark(spark, tmp_path):
