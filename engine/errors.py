@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["KafkaUnavailable", "UserError", "closest", "first_line"]
+__all__ = ["KafkaUnavailable", "UserError", "closest", "did_you_mean", "first_line"]
 
 
 class UserError(Exception):
@@ -26,6 +26,12 @@ def closest(name: str, names: Iterable[str], *, cutoff: float = 0.8) -> str | No
     similarity at least `cutoff`); None when none is close."""
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=cutoff)
     return close[0] if close else None
+
+
+def did_you_mean(name: str, names: Iterable[str], *, cutoff: float = 0.8) -> str:
+    """` (did you mean X?)` for the close one of `names`, to end a message with; else ""."""
+    close = closest(name, names, cutoff=cutoff)
+    return f" (did you mean {close}?)" if close else ""
 
 
 def first_line(err: BaseException | str) -> str:

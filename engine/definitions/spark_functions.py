@@ -3,11 +3,13 @@ pipeline's calls against, and the list `query` allows from (with the reasons it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
 
-__all__ = ["FUNCTIONS_FILE", "spark_functions"]
+from engine.errors import closest
+
+__all__ = ["FUNCTIONS_FILE", "not_a_function", "spark_functions"]
 
 FUNCTIONS_FILE = Path(__file__).resolve().with_name("spark_functions.txt")
 
@@ -26,3 +28,10 @@ def spark_functions() -> Mapping[str, str | None]:
         else:
             functions[line.lower()] = None
     return functions
+
+
+def not_a_function(name: str, names: Collection[str]) -> str:
+    """The words for a call to `name`, none of Spark's functions, naming the close one of
+    `names` where there is one."""
+    close = closest(name.lower(), names, cutoff=0.75)
+    return f"{name}() is not a Spark function" + (f"; did you mean {close}()?" if close else "")

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.definitions.yaml_files import At, describe, mapping, read_yaml, text
-from engine.errors import UserError, closest
+from engine.errors import UserError, did_you_mean
 
 __all__ = [
     "DERIVED_KINDS",
@@ -94,11 +94,6 @@ def has_floats(kind: pa.DataType) -> bool:
     return False  # tables/ has no maps
 
 
-def _meant(name: str, known: Any) -> str:
-    close = closest(name, known)
-    return f" (did you mean {close}?)" if close else ""
-
-
 def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
     out: list[Derived] = []
     specs = mapping(raw, At(where, "derived"), "a mapping (name: {kind: argument})")
@@ -121,7 +116,7 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
             raise UserError(f"{where}: derived '{name}': bad argument {arg!r} for {kind}")
         missing = [c for c in d.sources() if c not in columns]
         if missing:
-            meant = _meant(missing[0], columns)
+            meant = did_you_mean(missing[0], columns)
             raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'{meant}")
         columns.add(d.name)
         out.append(d)
@@ -141,7 +136,7 @@ def _expectation(item: Any, columns: set[str], where: Path) -> ExpectationDef:
     named += [text(c, at / "column_list", "column names") for c in column_list]
     unknown = [c for c in named if c not in columns]
     if unknown:
-        meant = _meant(unknown[0], columns)
+        meant = did_you_mean(unknown[0], columns)
         raise UserError(f"{where}: {name}: unknown column '{unknown[0]}'{meant}")
     return ExpectationDef(str(name), dict(kwargs))
 

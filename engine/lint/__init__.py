@@ -23,7 +23,7 @@ from sqlglot.schema import MappingSchema
 
 from engine.definitions.handler import load_handler_class
 from engine.definitions.pipeline import Pipeline, Registry
-from engine.definitions.spark_functions import spark_functions
+from engine.definitions.spark_functions import not_a_function, spark_functions
 from engine.definitions.sql import (
     SparkStreaming,
     SqlError,
@@ -34,7 +34,7 @@ from engine.definitions.sql import (
 )
 from engine.definitions.suites import load_suite_def
 from engine.definitions.tables import load_tables
-from engine.errors import UserError, closest
+from engine.errors import UserError
 from engine.plan import check_pipeline, load_files
 from engine.plan.findings import Finding, finding_at, from_user_error
 
@@ -388,16 +388,16 @@ def check_function_names(steps: Sequence[SqlStep]) -> list[Finding]:
     an expectation's condition: Spark stops the run there when it analyses the view; the close
     built-in is named where there is one. sqlglot builds the functions it knows as classes, so
     only other names are looked up."""
+    known = spark_functions()
     findings: list[Finding] = []
     for step in steps:
         for call in _unknown_calls(step.tree):
-            findings.append(
-                finding_at(step.path, call, "unknown-function", _not_a_function(call.name))
-            )
+            message = not_a_function(call.name, known)
+            findings.append(finding_at(step.path, call, "unknown-function", message))
         for rule in step.expectations:
             condition = sqlglot.parse_one(rule.condition, read=SparkStreaming)
             for call in _unknown_calls(condition):
-                message = f"expectation {rule.name}: {_not_a_function(call.name)}"
+                message = f"expectation {rule.name}: {not_a_function(call.name, known)}"
                 findings.append(Finding(step.path, rule.line, None, "unknown-function", message))
     return findings
 
@@ -409,11 +409,6 @@ def _unknown_calls(tree: exp.Expression) -> list[exp.Func]:
         for call in tree.find_all(exp.Anonymous, exp.AnonymousAggFunc)
         if call.name.lower() not in known and not isinstance(call.parent, exp.Dot)
     ]
-
-
-def _not_a_function(name: str) -> str:
-    close = closest(name.lower(), spark_functions(), cutoff=0.75)
-    return f"{name}() is not a Spark function" + (f"; did you mean {close}()?" if close else "")
 
 
 def check_suites(pipeline: Pipeline) -> list[Finding]:

@@ -27,7 +27,7 @@ from engine.definitions.suites import (
     load_suite_def,
     load_suite_defs,
 )
-from engine.errors import UserError, closest
+from engine.errors import UserError, did_you_mean
 from engine.lake.values import repair_text
 
 __all__ = ["COMPUTED", "Suite", "finite_rows", "load_suite", "load_suites"]
@@ -151,8 +151,7 @@ def _expectation_names() -> dict[str, type[Expectation]]:
 def _expectation(written: ExpectationDef, where: Path) -> Expectation:
     known = _expectation_names()
     if written.name not in known:
-        close = closest(written.name, known)
-        meant = f" (did you mean {close}?)" if close else ""
+        meant = did_you_mean(written.name, known)
         raise UserError(f"{where}: unknown expectation '{written.name}'{meant}")
     try:
         return known[written.name](**written.kwargs)

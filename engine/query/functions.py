@@ -29,9 +29,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from engine.definitions.spark_functions import spark_functions
+from engine.definitions.spark_functions import not_a_function, spark_functions
 from engine.definitions.sql import SparkStreaming
-from engine.errors import UserError, closest, first_line
+from engine.errors import UserError, first_line
 
 __all__ = [
     "HINTS",
@@ -125,9 +125,7 @@ def _refuse(name: str) -> UserError:
     if reason is not None:
         return UserError(f"query: {name}() is not allowed: {reason} (query is read-only)")
     # The list holds every Spark built-in: any other name is none of Spark's.
-    close = closest(name, allowed_functions(), cutoff=0.75)
-    meant = f"; did you mean {close}()?" if close else ""
-    return UserError(f"query: {name}() is not a Spark function ({_LIST}){meant}")
+    return UserError(f"query: {not_a_function(name, allowed_functions())} ({_LIST})")
 
 
 def _call_name(node: exp.Func) -> str:

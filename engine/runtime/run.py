@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from engine.definitions.durations import Duration
 from engine.definitions.expectations import by_action
 from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import REAL_TIME, QuerySpec, trigger_duration
@@ -140,26 +141,29 @@ class RunResult:
             )
 
 
-def _interval_s(spec: QuerySpec) -> float:
-    """Seconds between the query's micro-batches of a socket source (0: one after another, as
-    a real-time trigger runs where Real-Time Mode cannot read the source: `_trigger`)."""
+def _batch_interval(spec: QuerySpec) -> Duration | None:
+    """Time between the query's micro-batches (None: one as soon as the last ends). Outside
+    Real-Time Mode, which reads only Spark's Kafka source and writes only its Kafka sink, a
+    real-time trigger is the nearest thing: batches back to back."""
     if not spec.trigger or spec.trigger.startswith(REAL_TIME):
-        return 0.0
-    return trigger_duration(spec.trigger).timedelta.total_seconds()
+        return None
+    return trigger_duration(spec.trigger)
+
+
+def _interval_s(spec: QuerySpec) -> float:
+    """Seconds between the query's micro-batches of a socket source (0: one after another)."""
+    interval = _batch_interval(spec)
+    return interval.timedelta.total_seconds() if interval else 0.0
 
 
 def _trigger(spec: QuerySpec, once: bool, *, real_time: bool = False) -> dict[str, object]:
     """Spark's trigger for the query; `real_time` when the query can run in Real-Time Mode."""
     if once:
         return {"availableNow": True}
-    trigger = spec.trigger or "0 seconds"
-    if trigger.startswith(REAL_TIME):
-        if real_time:
-            return {"realTime": trigger_duration(trigger).trigger_text}
-        # Real-Time Mode reads only Spark's Kafka source and writes only its Kafka sink;
-        # otherwise the nearest thing: the next micro-batch as soon as one ends.
-        return {"processingTime": "0 seconds"}
-    return {"processingTime": trigger_duration(trigger).trigger_text}
+    if real_time and spec.trigger and spec.trigger.startswith(REAL_TIME):
+        return {"realTime": trigger_duration(spec.trigger).trigger_text}
+    interval = _batch_interval(spec)
+    return {"processingTime": interval.trigger_text if interval else "0 seconds"}
 
 
 def _writer_kind(spark: SparkSession, opts: RunOptions) -> Writer:

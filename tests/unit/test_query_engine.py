@@ -459,16 +459,16 @@ CALLS: list[tuple[str, str | None]] = [
     ("SELECT user()", "user() is not allowed: "),
     # not on the list at all (DuckDB's getenv, a typo); hints Spark does not define
     ("SELECT getenv('HOME')", "getenv() is not a Spark function (the list: engine/definitions/"),
-    ("SELECT cont(*) FROM events", "cont() is not a Spark function (the list: engine/defini"),
+    ("SELECT cont(*) FROM events", "cont() is not a Spark function; did you mean count()? (the"),
     (
         "SELECT date_trun('hour', event_time) FROM events",
-        "date_trun() is not a Spark function (the list: engine/definitions/spark_functions.txt); "
-        "did you mean date_trunc()?",
+        "date_trun() is not a Spark function; did you mean date_trunc()? (the list: "
+        "engine/definitions/spark_functions.txt)",
     ),
     (
         "SELECT to_timestmp('2020-01-01')",
-        "to_timestmp() is not a Spark function (the list: engine/definitions/spark_functions.txt); "
-        "did you mean to_timestamp()?",
+        "to_timestmp() is not a Spark function; did you mean to_timestamp()? (the list: "
+        "engine/definitions/spark_functions.txt)",
     ),
     ("SELECT /*+ HACK(1) */ 1", "hint HACK: not a Spark hint"),
     # allowed: variable references are plain text (Spark's substitution is off)

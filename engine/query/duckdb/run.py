@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from duckdb.sqltypes import SQLNULL, VARCHAR
 
-from engine.errors import UserError, closest, first_line
+from engine.errors import UserError, did_you_mean, first_line
 from engine.lake import LATEST, Snapshot
 from engine.lake.values import replace_leaves
 from engine.query import explained_query, parse_query, read_tables
@@ -113,8 +113,7 @@ def _did_you_mean(message: str, columns: Collection[str]) -> str:
     else:
         candidates = [] if name["table"] else sorted(set(columns))
     wrong = name["column"] or name["table"] or name["named"]
-    close = closest(wrong, candidates, cutoff=0.6)
-    return f" (did you mean {close}?)" if close else ""
+    return did_you_mean(wrong, candidates, cutoff=0.6)
 
 
 def connect(tables: Mapping[str, pa.Table]) -> duckdb.DuckDBPyConnection:
