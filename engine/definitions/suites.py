@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "Derived",
     "ExpectationDef",
     "SuiteDef",
+    "expectation_arguments",
     "has_floats",
     "load_suite_def",
     "load_suite_defs",
@@ -47,6 +49,7 @@ _PAIRS = ("abs_diff", "product_of", "seconds_between")
 FINITE_SUFFIX = "_is_finite"
 
 _COLUMN_ARGS = ("column", "column_A", "column_B")
+_EXPECTATIONS_FILE = Path(__file__).resolve().with_name("gx_expectations.txt")
 _SUITE_KEYS = ("table", "derived", "expectations")
 
 
@@ -81,6 +84,20 @@ class SuiteDef:
     derived: tuple[Derived, ...]
     expectations: tuple[ExpectationDef, ...]
     finite: tuple[str, ...] = ()
+
+
+@cache
+def expectation_arguments() -> Mapping[str, frozenset[str]]:
+    """GX's expectations by name, each with the arguments it takes (gx_expectations.txt)."""
+    common: frozenset[str] = frozenset()
+    found: dict[str, frozenset[str]] = {}
+    for raw in _EXPECTATIONS_FILE.read_text().splitlines():
+        name, *args = raw.split("#", 1)[0].split() or [""]
+        if name == "*":
+            common = frozenset(args)
+        elif name:
+            found[name] = frozenset(args)
+    return {name: args | common for name, args in found.items()}
 
 
 def has_floats(kind: pa.DataType) -> bool:
@@ -127,8 +144,15 @@ def _expectation(item: Any, columns: set[str], where: Path) -> ExpectationDef:
     if not (isinstance(item, dict) and len(item) == 1):
         raise UserError(f"{where}: each expectation must be one {{expect_...: {{arguments}}}}")
     name, kwargs = next(iter(item.items()))
+    known = expectation_arguments()
+    if name not in known:
+        raise UserError(f"{where}: unknown expectation '{name}'{did_you_mean(str(name), known)}")
     at = At(where, str(name))
     kwargs = mapping(kwargs, at, "a mapping of its arguments ({column: ...})")
+    extra = [str(a) for a in kwargs if a not in known[name]]
+    if extra:
+        meant = did_you_mean(extra[0], known[name])
+        raise UserError(f"{where}: {name}: unknown argument '{extra[0]}'{meant}")
     column_list = kwargs.get("column_list", [])
     if not isinstance(column_list, list):
         raise (at / "column_list").error(f"expected a list of columns, got {describe(column_list)}")

@@ -14,7 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from great_expectations import expectations as gxe
+from great_expectations.expectations.expectation import Expectation
 
+from engine.definitions.suites import expectation_arguments
 from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.lake.event_log import Event, EventLog
@@ -467,6 +470,20 @@ _NOT_NULL = "expect_column_values_to_not_be_null"
             "unknown expectation 'expect_table_to_be_tidy'",
         ),
         (
+            _CARTS_SUITE.replace("{column: customer_id}", "{column: customer_id, mostl: 0.9}"),
+            f"{_NOT_NULL}: unknown argument 'mostl' (did you mean mostly?)",
+        ),
+        # The values of the arguments are GX's to check.
+        (
+            _CARTS_SUITE.replace("{column: customer_id}", "{column: customer_id, mostly: 2}"),
+            f"{_NOT_NULL}.mostly: ensure this value is less than or equal to 1.0",
+        ),
+        (
+            "table: carts\nexpectations:\n"
+            "  - expect_column_values_to_be_between: {column: customer_id}\n",
+            "expect_column_values_to_be_between: min_value and max_value cannot both be None",
+        ),
+        (
             _CARTS_SUITE.replace("customer_id", "custmer_id"),
             f"{_NOT_NULL}: unknown column 'custmer_id' (did you mean customer_id?)",
         ),
@@ -482,6 +499,18 @@ def test_a_bad_suite_is_one_line_naming_file_and_key(tmp_path, text, message):
     with pytest.raises(UserError) as err:
         load_suite(path, TABLES["carts"].arrow_schema)
     assert str(err.value) == f"{path}: {message}"
+
+
+def test_expectation_list_is_great_expectations():
+    # engine/definitions/gx_expectations.txt is what lint knows of GX without importing it:
+    # every expectation class of the installed GX, with the fields its model takes.
+    installed = {
+        re.sub(r"(?<!^)(?=[A-Z])", "_", attr).lower(): set(cls.__fields__)
+        for attr, cls in vars(gxe).items()
+        if attr.startswith("Expect") and attr != "Expectation" and issubclass(cls, Expectation)
+    }
+    listed = {name: set(args) for name, args in expectation_arguments().items()}
+    assert listed == installed
 
 
 def test_run_quality_needs_once():

@@ -261,6 +261,23 @@ CASES += [
         " derived, expectations) [suite]",
         id="suite-key",
     ),
+    pytest.param(
+        "quality/suites/order_totals.yaml",
+        "expect_column_values_to_be_between",
+        "expect_column_values_to_be_betwen",
+        "quality/suites/order_totals.yaml: error: unknown expectation"
+        " 'expect_column_values_to_be_betwen' (did you mean expect_column_values_to_be_between?)"
+        " [suite]",
+        id="suite-expectation",
+    ),
+    pytest.param(
+        "quality/suites/order_totals.yaml",
+        "min_value: 1}",
+        "min_vaule: 1}",
+        "quality/suites/order_totals.yaml: error: expect_column_values_to_be_between: unknown"
+        " argument 'min_vaule' (did you mean min_value?) [suite]",
+        id="suite-argument",
+    ),
     # Expectations: a condition reads its view's columns; a bad rule line is a syntax error.
     pytest.param(
         "sql/server_logs/checked_lines.sql",
