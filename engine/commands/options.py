@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from engine.definitions.pipeline import Registry
-from engine.errors import UserError
+from engine.errors import UserError, did_you_mean
 
 __all__ = [
     "EXIT_FAILED",
@@ -36,6 +36,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UserError(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, but an argument this parser does not know is refused here: in a
+        command's own parser that names the command and the option meant (`--full_refresh`)."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            option = extra[0] if extra[0].startswith("-") else ""
+            near = did_you_mean(option, self._option_string_actions) if option else ""
+            self.error(f"unrecognized arguments: {' '.join(extra)}{near}")
+        return parsed, extra
 
 
 def at_least(low: int, *, most: int | None = None) -> Callable[[str], int]:

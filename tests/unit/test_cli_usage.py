@@ -16,8 +16,14 @@ from engine.commands import build_parser, main
     [
         (
             ["run", "server_logs", "--bogus"],
-            "unrecognized arguments: --bogus (see runner.py --help)",
+            "unrecognized arguments: --bogus (see runner.py run --help)",
         ),
+        (
+            ["run", "server_logs", "--full_refresh", "events"],
+            "unrecognized arguments: --full_refresh events (did you mean --full-refresh?)"
+            " (see runner.py run --help)",
+        ),
+        (["--bogus", "pipelines"], "unrecognized arguments: --bogus (see runner.py --help)"),
         (["run"], "the following arguments are required: pipeline (see runner.py run --help)"),
         (
             ["generate", "server_logs", "--out", "x", "--events", "0"],
