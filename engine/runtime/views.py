@@ -19,6 +19,7 @@ from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
 from engine.runtime.expectations import apply_rules
 from engine.runtime.handler_adapter import CountsParam, apply_handlers
+from engine.runtime.session import has_delta
 from engine.sources.streams import open_source
 
 __all__ = ["build_views", "stream_rows"]
@@ -57,6 +58,13 @@ def build_views(
     """Register the source and every streaming step of the plan as temp views, in order;
     `lake` holds the table of a delta source. Handlers run per query (`stream_rows`)."""
     pipeline = plan.pipeline
+    # Spark alone would fail at the read with a Java error (DATA_SOURCE_NOT_FOUND).
+    if pipeline.source.kind == "delta" and not has_delta(spark):
+        raise UserError(
+            "source.kind: delta needs Delta Lake for Spark (delta-spark jar), which this Spark "
+            "session does not have (`make` fetches it into .jars); cannot read table "
+            f"{pipeline.source.table!r}"
+        )
     source = open_source(spark, pipeline, path=input_path, lake=lake)
     source.createOrReplaceTempView(pipeline.source.view)
     delay = pipeline.settings.get("watermark_delay") or None

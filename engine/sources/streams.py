@@ -168,13 +168,6 @@ def delta_table_path(spec: SourceSpec, lake: Path, path: str | None = None) -> P
 
 def _delta(spark: SparkSession, spec: SourceSpec, table: Path) -> DataFrame:
     """A lake table read as a stream: its columns, plus `origin` and `timestamp`."""
-    from engine.runtime.session import has_delta
-
-    if not has_delta(spark):
-        raise UserError(
-            f"source.kind: delta needs Delta Lake for Spark (delta-spark jar), which this Spark "
-            f"session does not have (`make` fetches it into .jars); cannot read {table}"
-        )
     if not (table / "_delta_log").is_dir():
         raise UserError(
             f"source.table: no Delta table {spec.table!r} at {table} "

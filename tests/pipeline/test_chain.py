@@ -95,15 +95,3 @@ def test_missing_source_table_is_a_user_error(spark, tmp_path):
     with pytest.raises(UserError, match=r"source.table: no Delta table 'purchases' at .*"):
         run(spark, "customer_spend", tmp_path / "empty_lake")
     assert not (tmp_path / "empty_lake" / "customer_spend").exists()
-
-
-def test_delta_source_without_delta_lake_is_a_user_error(tmp_path):
-    from types import SimpleNamespace
-
-    from engine.sources.streams import open_source
-
-    # A session without delta-spark (the embedded path): its catalog is Spark's own.
-    no_delta = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default="": default))
-    pipeline = Registry().get("customer_spend")
-    with pytest.raises(UserError, match=r"source.kind: delta needs Delta Lake for Spark"):
-        open_source(no_delta, pipeline, lake=tmp_path)  # type: ignore[arg-type]

@@ -11,8 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
+from engine.definitions.tables import load_tables
 from tests.conftest import PROJECT, copy_project
 
 
@@ -158,6 +161,23 @@ def test_native_kafka_without_the_connector_jar_is_one_line(tmp_path):
     assert "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar)" in (
         one_error_line(result)
     )
+
+
+def test_a_delta_source_without_the_delta_jar_is_one_line(tmp_path):
+    # The embedded path wrote `purchases` with delta-rs; customer_spend streams it with Spark.
+    lake = tmp_path / "lake"
+    schema = load_tables(PROJECT / "tables")["purchases"].arrow_schema
+    write_deltalake(lake / "purchases", pa.Table.from_pylist([], schema=schema))
+    result = runner(
+        "run", "customer_spend", "--once", "--lake", str(lake), env=without_jars(tmp_path)
+    )
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == (
+        "error: source.kind: delta needs Delta Lake for Spark (delta-spark jar), which this "
+        "Spark session does not have (`make` fetches it into .jars); cannot read table"
+        " 'purchases'"
+    )
+    assert not (lake / "customer_spend").exists()
 
 
 def test_a_socket_server_that_is_not_there_is_one_line_and_writes_nothing(tmp_path):
