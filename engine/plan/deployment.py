@@ -19,6 +19,7 @@ from engine.lake.guard import WRITERS_DIR, check_tables, last_committed
 from engine.plan.fingerprint import (
     Fingerprint,
     conf_changes,
+    logic_changes,
     query_fingerprint,
     read_fingerprint,
     state_changes,
@@ -71,6 +72,8 @@ class QueryAction:
     fingerprint: Fingerprint = field(repr=False, compare=False)
     reasons: tuple[str, ...] = ()
     next_batch: int = 0
+    #: On resuming: what changed in the logic since the last run, said to the user.
+    notes: tuple[str, ...] = ()
 
     def line(self) -> str:
         """The action as one line of `run --dry-run`."""
@@ -112,7 +115,7 @@ class Deployment:
         """What the run would do, one line per table and query, for `run --dry-run`."""
         return [
             *(a.line() for a in self.tables.values()),
-            *(a.line() for a in self.queries.values()),
+            *(line for a in self.queries.values() for line in (a.line(), *a.notes)),
             *self.notes,
         ]
 
@@ -299,7 +302,19 @@ def _query_action(
         return QueryAction(spec.name, checkpoint, "refuse", fingerprint, tuple(reasons))
     if committed is None:
         return QueryAction(spec.name, checkpoint, "start", fingerprint)
-    return QueryAction(spec.name, checkpoint, "resume", fingerprint, next_batch=committed + 1)
+    changed, tables = logic_changes(old, fingerprint) if old else ([], [])
+    notes = (
+        [
+            f"query {spec.name}: {', '.join(changed)} since its last run; the rows already in "
+            f"{', '.join(tables)} stay as the old logic made them (--full-refresh "
+            f"{' '.join(tables)} rebuilds them from the input)"
+        ]
+        if tables
+        else []
+    )
+    return QueryAction(
+        spec.name, checkpoint, "resume", fingerprint, next_batch=committed + 1, notes=tuple(notes)
+    )
 
 
 def _rebuilt_queries(pipeline: Pipeline, full_refresh: Sequence[str] | None) -> set[str]:

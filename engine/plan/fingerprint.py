@@ -5,14 +5,17 @@ Spark meets it (no Spark here).
 A fingerprint lists the streaming part's state: each deduplication key, grouping and its
 aggregates, watermark column, and each handler's key and state schema; and each table's write
 mode and merge key. Settings Spark pins in the checkpoint (shuffle partitions, the state store)
-are read from Spark's own offset log.
+are read from Spark's own offset log. It also keeps the logic each table is computed from (a
+digest of each view's SQL and rules, each handler's module, the settings handlers read), so a
+resumed run can say which tables hold rows the old logic made.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from engine.plan.queries import QueryPlan
 __all__ = [
     "PINNED_CONF",
     "conf_changes",
+    "logic_changes",
     "query_fingerprint",
     "read_fingerprint",
     "state_changes",
@@ -63,6 +67,34 @@ def _handler_file(handler: StateHandler) -> str:
     return inspect.getsourcefile(type(handler)) or type(handler).__module__
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _logic(
+    names: Sequence[str], steps: Mapping[str, SqlStep], handlers: Mapping[str, StateHandler]
+) -> dict[str, dict[str, str]]:
+    """What rows computed through these views and handlers depend on, by label: each view's
+    SQL as sqlglot writes it (so layout and comments do not count) with its rules, each
+    handler's module, and the value of each setting a handler reads."""
+    found: dict[str, dict[str, str]] = {}
+    for name in names:
+        if name in steps:
+            step = steps[name]
+            rules = [(e.name, e.condition, e.action) for e in step.expectations]
+            sql = step.tree.sql(dialect=SparkStreaming, comments=False)
+            found[f"view {name}"] = {"file": str(step.path), "digest": _digest(f"{sql}{rules}")}
+        elif name in handlers:
+            handler = handlers[name]
+            file = _handler_file(handler)
+            source = Path(file).read_text() if Path(file).is_file() else file
+            found[f"handler {name}"] = {"file": file, "digest": _digest(source)}
+            for setting in handler.defaults:
+                value = str(handler.settings.get(setting, ""))
+                found[f"setting {setting}"] = {"file": f"setting {setting}", "digest": value}
+    return found
+
+
 def query_fingerprint(
     query: QueryPlan,
     *,
@@ -70,7 +102,8 @@ def query_fingerprint(
     handlers: Mapping[str, StateHandler],
     tables: Mapping[str, TableDef],
 ) -> Fingerprint:
-    """The state a query's checkpoint holds and the tables it writes, as plain JSON values."""
+    """The state a query's checkpoint holds, the tables it writes and the logic each table's
+    rows come from, as plain JSON values."""
     state: list[dict[str, Any]] = []
     for name in query.streaming_steps:
         if name in steps:
@@ -86,11 +119,18 @@ def query_fingerprint(
         else:
             continue
         state += [{"step": name, "what": w, "value": v, "file": file} for w, v in pieces]
-    written = {
-        t: {"mode": tables[t].mode, "key": list(tables[t].key), "file": str(tables[t].path)}
-        for t in query.query.sinks
-    }
-    return {"state": state, "tables": written}
+    logic: dict[str, dict[str, str]] = {}
+    written: dict[str, dict[str, Any]] = {}
+    for t in query.query.sinks:
+        reads = _logic(query.reads.get(t, ()), steps, handlers)
+        logic.update(reads)
+        written[t] = {
+            "mode": tables[t].mode,
+            "key": list(tables[t].key),
+            "file": str(tables[t].path),
+            "reads": sorted(reads),
+        }
+    return {"state": state, "tables": written, "logic": logic}
 
 
 def read_fingerprint(checkpoint: Path) -> Fingerprint | None:
@@ -144,6 +184,37 @@ def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
                 f"{now['file']}: lake.key changed ({_words(was['key'])} -> {_words(now['key'])})"
             )
     return found
+
+
+def _digest_of(logic: Mapping[str, Mapping[str, str]], label: str) -> str | None:
+    return logic[label]["digest"] if label in logic else None
+
+
+def logic_changes(old: Fingerprint, new: Fingerprint) -> tuple[list[str], list[str]]:
+    """What changed in the logic since the checkpoint last ran, that it resumes over (a view's
+    SQL or rules, a handler's module, a setting a handler reads), one phrase each; and the
+    tables whose rows written before stay as the old logic made them."""
+    was, now = old.get("logic"), new["logic"]
+    if was is None:  # a checkpoint from before the logic was kept
+        return [], []
+    # By digest: the files' paths differ in a copy of the project.
+    changed = sorted(k for k in {*was, *now} if _digest_of(was, k) != _digest_of(now, k))
+    found: list[str] = []
+    for label in changed:
+        before, after = was.get(label), now.get(label)
+        if label.startswith("setting ") and before and after:
+            found.append(f"{label} changed ({before['digest']} -> {after['digest']})")
+        elif after is None:
+            found.append(f"{label} is gone")
+        else:
+            found.append(f"{after['file']} {'changed' if before else 'added'}")
+    tables = [
+        t
+        for t, written in new["tables"].items()
+        if set(written.get("reads", ())) & set(changed)
+        or written.get("reads") != old["tables"].get(t, {}).get("reads", written.get("reads"))
+    ]
+    return found, tables
 
 
 def _offset_log_conf(checkpoint: Path) -> Mapping[str, str]:

@@ -11,7 +11,7 @@ that input need no second copy of the deduplication above it. See docs/decisions
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from engine.definitions.expectations import rejects_view
 from engine.definitions.pipeline import HandlerSpec, Pipeline, QuerySpec
@@ -64,6 +64,8 @@ class QueryPlan:
     drops: tuple[str, ...] = ()
     #: Those of `drops` below a deduplication: their rows were counted as accepted events.
     drops_after_dedup: tuple[str, ...] = ()
+    #: Per table the query writes: the views and handlers its rows are computed from.
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def targets(self) -> list[str]:
@@ -237,6 +239,9 @@ def plan_query(
     streaming = {a for o in outputs for top in _tops(o) for a in graph.ancestors(top)}
     # A view's dropped rows are computed right after the view.
     batch_order = [w for v in order for w in (v, rejects_view(v)) if w in batch]
+    reads = {table: graph.ancestors(view) for table, view in query.sinks.items()}
+    if quarantine in reads:
+        reads[quarantine] |= {a for v in drops for a in graph.ancestors(v)}
     return QueryPlan(
         query,
         tuple(outputs),
@@ -249,6 +254,7 @@ def plan_query(
             for v in drops
             if any(steps[a].distinct for a in graph.ancestors(v) - {v} if a in steps)
         ),
+        reads={table: tuple(sorted(views)) for table, views in reads.items()},
     )
 
 

@@ -209,6 +209,7 @@ def _deploy(
         if action.verb == "evolve":
             out.write(f"{action.line()}\n")
     for query in deployment.queries.values():
+        out.writelines(f"{note}\n" for note in query.notes)
         write_fingerprint(query.checkpoint, query.fingerprint)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -9,14 +10,23 @@ import pytest
 
 from engine.definitions.handler import STATE_BUCKETS
 from engine.definitions.pipeline import Registry
+from engine.plan import fingerprint as fingerprint_module
 from engine.plan import plan_pipeline
-from engine.plan.fingerprint import conf_changes, query_fingerprint, state_changes
+from engine.plan.fingerprint import (
+    conf_changes,
+    logic_changes,
+    query_fingerprint,
+    state_changes,
+)
+from handlers.carts import CartHandler
 from handlers.sessions import SessionHandler
 from tests.conftest import copy_project, edit
 
 
-def fingerprint(pipelines: Path, name: str, query: str = "main") -> dict:
-    plan = plan_pipeline(Registry(pipelines).get(name))
+def fingerprint(
+    pipelines: Path, name: str, query: str = "main", settings: dict[str, str] | None = None
+) -> dict:
+    plan = plan_pipeline(Registry(pipelines).get(name).with_settings(settings or {}))
     return query_fingerprint(
         plan.queries[query],
         steps=plan.steps,
@@ -156,3 +166,86 @@ def test_pinned_settings_come_from_the_newest_offset_log_entry(tmp_path: Path):
         "which Spark keeps for its state"
     )
     assert conf_changes(tmp_path / "new", {"spark.sql.shuffle.partitions": "3"}) == []
+
+
+_ALL = ("events", "quarantine", "purchases", "sessions", "carts")
+
+
+# (file, old text, new text, what is said to have changed, the tables whose rows stay as the
+# old logic made them): changes a checkpoint resumes over, which the run then names.
+LOGIC = [
+    (
+        "sql/server_logs/purchases.sql",
+        "WHERE event_type = 'purchase'",
+        "WHERE event_type = 'purchase' AND price > 0",
+        ["sql/server_logs/purchases.sql changed"],
+        ("purchases",),
+    ),
+    # Layout and comments are not logic.
+    (
+        "sql/server_logs/purchases.sql",
+        "WHERE event_type = 'purchase'",
+        "-- only purchases\nwhere   event_type = 'purchase'",
+        [],
+        (),
+    ),
+    (
+        "sql/server_logs/events.sql",
+        "  to_date(event_time) AS event_date",
+        "  to_date(event_time) AS event_date,\n  upper(event_type) AS event_kind",
+        ["sql/server_logs/events.sql changed"],
+        ("events", "purchases", "sessions", "carts"),
+    ),
+    # A rule is logic too: the rows it drops go to quarantine instead of every table below.
+    (
+        "sql/server_logs/checked_lines.sql",
+        "CONSTRAINT finite_prices",
+        "CONSTRAINT finite_price",
+        ["sql/server_logs/checked_lines.sql changed"],
+        _ALL,
+    ),
+]
+
+
+@pytest.mark.parametrize(("file", "old", "new", "said", "tables"), LOGIC)
+def test_logic_changes_name_the_file_and_the_tables_below_it(
+    project: Path, file: str, old: str, new: str, said: list[str], tables: tuple[str, ...]
+):
+    before = fingerprint(project / "pipelines", "server_logs")
+    edit(project / file, old, new)
+    found, below = logic_changes(before, fingerprint(project / "pipelines", "server_logs"))
+    assert found == [f"{project}/{s}" for s in said]
+    assert tuple(below) == tables
+
+
+def test_a_setting_a_handler_reads_is_logic(project: Path):
+    before = fingerprint(project / "pipelines", "server_logs")
+    after = fingerprint(project / "pipelines", "server_logs", settings={"cart_ttl": "1 hour"})
+    assert logic_changes(before, after) == (
+        ["setting cart_ttl changed (none -> 1 hour)"],
+        ["carts"],
+    )
+
+
+def test_a_handler_module_is_logic(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    before = fingerprint(project / "pipelines", "server_logs")
+    edited = tmp_path / "carts.py"
+    edited.write_text(Path(inspect.getsourcefile(CartHandler)).read_text() + "# a new rule\n")
+    module_file = fingerprint_module._handler_file
+    monkeypatch.setattr(
+        fingerprint_module,
+        "_handler_file",
+        lambda h: str(edited) if isinstance(h, CartHandler) else module_file(h),
+    )
+    after = fingerprint(project / "pipelines", "server_logs")
+    assert logic_changes(before, after) == ([f"{edited} changed"], ["carts"])
+
+
+def test_a_fingerprint_from_before_the_logic_was_kept_names_nothing(project: Path):
+    now = fingerprint(project / "pipelines", "server_logs")
+    before = {"state": now["state"], "tables": {t: {**w} for t, w in now["tables"].items()}}
+    for written in before["tables"].values():
+        del written["reads"]
+    edit(project / "sql/server_logs/purchases.sql", "= 'purchase'", "= 'purchase' AND price > 0")
+    assert logic_changes(before, fingerprint(project / "pipelines", "server_logs")) == ([], [])
+    assert state_changes(before, now) == []
