@@ -193,7 +193,8 @@ def _summary(row: Mapping[str, Any]) -> str:
         ]
         return ", ".join(p for p in parts if p)
     if kind == "run_start":
-        return ", ".join(f"{k} {v}" for k, v in sorted(details.get("run", {}).items()))
+        run = ", ".join(f"{k} {v}" for k, v in sorted(details.get("run", {}).items()))
+        return f"{run}; {row['message']}" if row["message"] else run
     if kind == "quality":
         failed = "; ".join(details.get("failed", []))
         return f"{row['table_name']}: {row['status']}" + (f" ({failed})" if failed else "")

@@ -75,9 +75,11 @@ class RunRecorder:
                     self._warned = True
                     self.out.write(f"event log: not written ({first_line(err)})\n")
 
-    def start(self, details: Mapping[str, Any]) -> None:
-        """The run starts: its settings, and the batches a stop left unlogged."""
-        self._append([self._event("run_start", status="started", details=details)])
+    def start(self, details: Mapping[str, Any], *, changes: Sequence[str] = ()) -> None:
+        """The run starts: its settings, what changed in the logic since the last run
+        (`changes`), and the batches a stop left unlogged."""
+        message = "; ".join(changes) or None
+        self._append([self._event("run_start", status="started", message=message, details=details)])
         for name, writer in self.writers.items():
             self._recover(name, writer)
 

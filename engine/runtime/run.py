@@ -507,7 +507,8 @@ def run_pipeline(
     # Only now does the lake change: a view that does not fit its table stopped the run above.
     _deploy(deployment, sinks, plan, out)
     recorder.writers = result.writers
-    recorder.start(_run_details(spark, plan, opts, kind))
+    changes = [note for q in deployment.queries.values() for note in q.notes]
+    recorder.start(_run_details(spark, plan, opts, kind), changes=changes)
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}

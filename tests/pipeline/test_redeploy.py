@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError
 from engine.lake import read_arrow
+from engine.lake.event_log import EventLog, event_lines
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, copy_project, edit, read_table, staged
@@ -261,6 +262,10 @@ def test_a_changed_view_resumes_naming_the_tables_that_keep_old_rows(spark, work
     opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
     run_pipeline(spark, plan_pipeline(pipeline, once=True), opts, out=out)
     assert note in out.getvalue().splitlines()
+    # The event log keeps it with the run's start: when the logic changed.
+    starts = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "run_start"]
+    assert starts[-1]["message"] == note
+    assert any(line.endswith(f"; {note}") for line in event_lines(EventLog(lake).read()))
     # Said once: the checkpoint now runs with the new logic.
     assert dry_run(project, lake, folder).stdout.splitlines()[-1].startswith("query main: resume")
 
