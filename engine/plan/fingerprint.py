@@ -90,6 +90,7 @@ def _logic(
             source = Path(file).read_text() if Path(file).is_file() else file
             found[f"handler {name}"] = {"file": file, "digest": _digest(source)}
             for setting in handler.defaults:
+                # A setting is kept as it is, not digested: the change can then say it.
                 value = str(handler.settings.get(setting, ""))
                 found[f"setting {setting}"] = {"file": f"setting {setting}", "digest": value}
     return found
