@@ -12,6 +12,7 @@ resumed run can say which tables hold rows the old logic made.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
@@ -76,7 +77,7 @@ def _logic(
 ) -> dict[str, dict[str, str]]:
     """What rows computed through these views and handlers depend on, by label: each view's
     SQL as sqlglot writes it (so layout and comments do not count) with its rules, each
-    handler's module, and the value of each setting a handler reads."""
+    handler module's code, and the value of each setting a handler reads."""
     found: dict[str, dict[str, str]] = {}
     for name in names:
         if name in steps:
@@ -87,8 +88,9 @@ def _logic(
         elif name in handlers:
             handler = handlers[name]
             file = _handler_file(handler)
-            source = Path(file).read_text() if Path(file).is_file() else file
-            found[f"handler {name}"] = {"file": file, "digest": _digest(source)}
+            # Its syntax tree, so comments and layout do not count here either.
+            code = ast.dump(ast.parse(Path(file).read_text())) if Path(file).is_file() else file
+            found[f"handler {name}"] = {"file": file, "digest": _digest(code)}
             for setting in handler.defaults:
                 # A setting is kept as it is, not digested: the change can then say it.
                 value = str(handler.settings.get(setting, ""))

@@ -230,13 +230,17 @@ def test_a_setting_a_handler_reads_is_logic(project: Path):
 def test_a_handler_module_is_logic(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     before = fingerprint(project / "pipelines", "server_logs")
     edited = tmp_path / "carts.py"
-    edited.write_text(Path(inspect.getsourcefile(CartHandler)).read_text() + "# a new rule\n")
+    source = Path(inspect.getsourcefile(CartHandler)).read_text()
+    # A comment is not logic; code is.
+    edited.write_text(source + "# a note\n")
     module_file = fingerprint_module._handler_file
     monkeypatch.setattr(
         fingerprint_module,
         "_handler_file",
         lambda h: str(edited) if isinstance(h, CartHandler) else module_file(h),
     )
+    assert logic_changes(before, fingerprint(project / "pipelines", "server_logs")) == ([], [])
+    edited.write_text(source + "MAX_PRODUCTS = 100\n")
     after = fingerprint(project / "pipelines", "server_logs")
     assert logic_changes(before, after) == ([f"{edited} changed"], ["carts"])
 
