@@ -53,6 +53,7 @@ __all__ = [
     "lint_pipeline",
     "lint_pipelines",
     "schema_columns",
+    "silenced",
     "source_columns",
 ]
 
@@ -107,6 +108,8 @@ class LintResult:
     pipelines: int
     files: int
     findings: tuple[Finding, ...]
+    #: Warnings a `-- noqa: code` comment on their line silenced.
+    silenced: int = 0
 
     @property
     def errors(self) -> int:
@@ -120,10 +123,31 @@ class LintResult:
             return f"{n or 'no'} {word}{'' if n == 1 else 's'}"
 
         head = f"lint: {count(self.pipelines, 'pipeline')}, {count(self.files, 'SQL file')}"
+        tail = f" ({self.silenced} silenced by noqa)" if self.silenced else ""
         if not self.findings:
-            return f"{head}, no findings"
+            return f"{head}, no findings{tail}"
         warnings = len(self.findings) - self.errors
-        return f"{head}, {count(self.errors, 'error')}, {count(warnings, 'warning')}"
+        return f"{head}, {count(self.errors, 'error')}, {count(warnings, 'warning')}{tail}"
+
+
+# `-- noqa` (every warning of the line) or `-- noqa: code, code` at the end of a line; `#` in
+# YAML. Errors are not silenced: `run` would stop on them all the same.
+_NOQA = re.compile(r"(?:--|#)\s*noqa\b(?::\s*(?P<codes>[\w-]+(?:\s*,\s*[\w-]+)*))?", re.I)
+
+
+def silenced(finding: Finding) -> bool:
+    """Whether the finding is a warning its line says to leave unsaid (`-- noqa: code`)."""
+    if finding.severity != "warning" or finding.line is None:
+        return False
+    try:
+        line = finding.path.read_text().splitlines()[finding.line - 1]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
+    said = _NOQA.search(line)
+    if not said:
+        return False
+    codes = said["codes"]
+    return codes is None or finding.code in {c.strip().lower() for c in codes.split(",")}
 
 
 def schema_columns(ddl: str) -> list[str]:
@@ -544,4 +568,6 @@ def lint_pipelines(registry: Registry, names: Sequence[str] = ()) -> LintResult:
         files += count
         findings += found
     # Pipelines share tables (quarantine): a suite's finding is said once.
-    return LintResult(len(pipelines), files, tuple(sorted(set(findings), key=Finding.sort_key)))
+    quiet = {f for f in findings if silenced(f)}
+    shown = sorted(set(findings) - quiet, key=Finding.sort_key)
+    return LintResult(len(pipelines), files, tuple(shown), silenced=len(quiet))

@@ -358,6 +358,39 @@ def test_project_sql_is_clean_but_for_two_warnings(capsys: pytest.CaptureFixture
     ]
 
 
+@pytest.mark.parametrize(
+    ("comment", "silenced"),
+    [
+        ("  -- noqa: unbounded-aggregation (four statuses)", True),
+        ("  -- NOQA", True),
+        ("  -- noqa: non-deterministic-key, unbounded-aggregation", True),
+        ("  -- noqa: unknown-column", False),  # another code
+        ("  -- no qa", False),
+    ],
+)
+def test_noqa_on_its_line_silences_a_warning(
+    project: Path, capsys: pytest.CaptureFixture[str], comment: str, silenced: bool
+) -> None:
+    edit(project, TOTALS, "GROUP BY status\n", f"GROUP BY status{comment}\n")
+    code, out = run_lint(project, capsys, "order_status")
+    assert code == 0
+    if silenced:
+        assert out.splitlines() == [
+            "lint: 1 pipeline, 4 SQL files, no findings (1 silenced by noqa)"
+        ]
+    else:
+        assert out.splitlines()[-1] == "lint: 1 pipeline, 4 SQL files, no errors, 1 warning"
+
+
+def test_noqa_does_not_silence_an_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `run` would stop on the error all the same.
+    edit(project, TOTALS, "count(*) AS orders,", "count(*) AS orders, nope,  -- noqa")
+    code, out = run_lint(project, capsys, "order_status")
+    assert code == 1
+    assert "unknown column 'nope'" in out
+    assert out.splitlines()[-1] == ("lint: 1 pipeline, 4 SQL files, 1 error, 1 warning")
+
+
 def test_clean_pipeline_and_unknown_pipeline(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
