@@ -35,9 +35,14 @@ class Finding:
     severity: Severity = "error"
 
     @property
+    def shown_path(self) -> Path:
+        """The path relative to the working folder where it is inside, else as it is."""
+        return _shown(self.path)
+
+    @property
     def where(self) -> str:
-        """`path[:line[:col]]`, the path relative to the working folder where it is inside."""
-        return ":".join(str(p) for p in (_shown(self.path), self.line, self.col) if p is not None)
+        """`path[:line[:col]]`, the path as `shown_path`."""
+        return ":".join(str(p) for p in (self.shown_path, self.line, self.col) if p is not None)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.severity}: {self.message} [{self.code}]"
@@ -48,7 +53,7 @@ class Finding:
 
     def sort_key(self) -> tuple[str, int, int, str]:
         """Order of the report: file, then line and column, then message."""
-        return (str(_shown(self.path)), self.line or 0, self.col or 0, self.message)
+        return (str(self.shown_path), self.line or 0, self.col or 0, self.message)
 
 
 def _shown(path: Path) -> Path:

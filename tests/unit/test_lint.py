@@ -1,5 +1,6 @@
 """`runner.py lint` without Spark: one broken file per finding type in a copy of the project."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -389,6 +390,32 @@ def test_noqa_does_not_silence_an_error(project: Path, capsys: pytest.CaptureFix
     assert code == 1
     assert "unknown column 'nope'" in out
     assert out.splitlines()[-1] == ("lint: 1 pipeline, 4 SQL files, 1 error, 1 warning")
+
+
+def test_findings_as_json_rows(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(project, TOTALS, "max(arrival_time)", "max(arrived_at)")
+    code, out = run_lint(project, capsys, "order_status", "--format", "json")
+    assert code == 1
+    assert json.loads(out) == [
+        {
+            "file": str(project / "sql/order_status/order_totals.sql"),
+            "line": 4,
+            "col": 49,
+            "severity": "error",
+            "code": "unknown-column",
+            "message": "unknown column 'arrived_at'",
+        },
+        {
+            "file": str(project / "sql/order_status/order_totals.sql"),
+            "line": 7,
+            "col": 15,
+            "severity": "warning",
+            "code": "unbounded-aggregation",
+            "message": "aggregation without a WATERMARK upstream keeps one state row per group "
+            "forever",
+        },
+    ]
+    assert run_lint(project, capsys, "server_logs", "--format", "json") == (0, "[]\n")
 
 
 def test_clean_pipeline_and_unknown_pipeline(
