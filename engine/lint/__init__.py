@@ -567,7 +567,7 @@ def lint_pipelines(registry: Registry, names: Sequence[str] = ()) -> LintResult:
         count, found = lint_pipeline(pipeline)
         files += count
         findings += found
-    # Pipelines share tables (quarantine): a suite's finding is said once.
+    # As a set: pipelines share tables (quarantine), and a suite's finding is said once.
     quiet = {f for f in findings if silenced(f)}
     shown = sorted(set(findings) - quiet, key=Finding.sort_key)
     return LintResult(len(pipelines), files, tuple(shown), silenced=len(quiet))

@@ -211,12 +211,12 @@ def logic_changes(old: Fingerprint, new: Fingerprint) -> tuple[list[str], list[s
             found.append(f"{label} is gone")
         else:
             found.append(f"{after['file']} {'changed' if before else 'added'}")
-    tables = [
-        t
-        for t, written in new["tables"].items()
-        if set(written.get("reads", ())) & set(changed)
-        or written.get("reads") != old["tables"].get(t, {}).get("reads", written.get("reads"))
-    ]
+    tables = []
+    for t, written in new["tables"].items():
+        # A table reading other views than before (a handler's new input) changed too.
+        before = old["tables"].get(t, {}).get("reads")
+        if set(written["reads"]) & set(changed) or before not in (None, written["reads"]):
+            tables.append(t)
     return found, tables
 
 

@@ -31,7 +31,7 @@ from engine.definitions.suites import (
 from engine.errors import UserError, first_line
 from engine.lake.values import repair_text
 
-__all__ = ["COMPUTED", "Suite", "finite_rows", "load_suite", "load_suites"]
+__all__ = ["COMPUTED", "Suite", "expectation_classes", "finite_rows", "load_suite", "load_suites"]
 
 
 def _size_of(df: pd.DataFrame, arg: str, now: dt.datetime) -> pd.Series:
@@ -140,7 +140,7 @@ class Suite:
 
 
 @cache
-def _expectation_names() -> dict[str, type[Expectation]]:
+def expectation_classes() -> dict[str, type[Expectation]]:
     """GX's expectation classes by the names a suite writes them with (expect_..._to_...)."""
     named = {re.sub(r"(?<!^)(?=[A-Z])", "_", attr).lower(): cls for attr, cls in vars(gxe).items()}
     return {
@@ -154,7 +154,7 @@ def _expectation(written: ExpectationDef, where: Path) -> Expectation:
     # The name and the argument names were checked as written (gx_expectations.txt, which a
     # test holds to GX's classes); GX checks the values.
     try:
-        return _expectation_names()[written.name](**written.kwargs)
+        return expectation_classes()[written.name](**written.kwargs)
     except ValidationError as err:
         # pydantic lists each way a value failed (as a number, as a dict...): the first says it.
         first = err.errors()[0]
