@@ -9,12 +9,10 @@ userMetadata names pipeline, query and batch for `history`.
 from __future__ import annotations
 
 import json
-from functools import reduce
-from operator import and_
 from pathlib import Path
 
 import sqlglot
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -23,7 +21,13 @@ from engine.plan.table_changes import TableChanges
 from engine.sinks import BatchId
 from engine.sinks.delta import DeltaSink, added
 
-__all__ = ["SparkDeltaSink", "alter_table_sql", "create_table_sql"]
+__all__ = [
+    "SparkDeltaSink",
+    "alter_table_sql",
+    "create_table_sql",
+    "delete_pipeline_sql",
+    "merge_sql",
+]
 
 # Session settings Delta reads for an idempotent MERGE and for its commit info. Streaming
 # queries run in sessions of their own (clones), so setting them there touches no other query.
@@ -98,10 +102,7 @@ class SparkDeltaSink(DeltaSink):
         if pipeline is None or not (self.path / "_delta_log").is_dir():
             super().rebuild(pipeline=pipeline)
             return
-        from delta.tables import DeltaTable
-
-        rows = DeltaTable.forPath(self.spark, str(self.path))
-        rows.delete(F.col("pipeline") == F.lit(pipeline))
+        self.spark.sql(delete_pipeline_sql(self.path, pipeline))
 
     def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
         """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""
@@ -116,8 +117,9 @@ class SparkDeltaSink(DeltaSink):
                 .save(str(self.path))
             )
             return -1
-        from delta.tables import DeltaTable
-
+        # The batch's own session (a clone per streaming query): its settings and its view
+        # touch no other query. MERGE as SQL, not delta-spark's DeltaTable, which over Spark
+        # Connect needs a server plugin that is not published for this Delta.
         session = data.sparkSession
         conf = {
             _TXN_APP: batch.app_id,
@@ -126,37 +128,75 @@ class SparkDeltaSink(DeltaSink):
         }
         for key, value in conf.items():
             session.conf.set(key, value)
+        view = f"_merge_{self.table.name}"
+        data.createOrReplaceTempView(view)
         try:
-            merge = (
-                DeltaTable.forPath(session, str(self.path))
-                .alias("t")
-                .merge(data.alias("s"), self._merge_condition(data))
-            )
-            if self.table.mode == "add":
-                merge = merge.whenMatchedUpdate(set=added(self.table.summed))
-            else:
-                merge = merge.whenMatchedUpdateAll()
-            merge.whenNotMatchedInsertAll().execute()
+            session.sql(merge_sql(self.table, self.path, view, _key_bounds(self.table, data)))
         finally:
+            session.catalog.dropTempView(view)
             for key in conf:
                 session.conf.unset(key)
         return -1
 
-    def _merge_condition(self, data: DataFrame) -> Column:
-        """Key equality, plus each key's range in the batch on the target side alone: Delta
-        skips the files whose statistics lie outside it, so a MERGE reads and rewrites only
-        files that can hold the batch's keys, not the whole table (flat cost as it grows)."""
-        keys = self.table.key
-        types = {c.name: c.ddl_type for c in self.table.columns}
-        # As text, cast back by Spark in the session's time zone: exact for every key type.
-        bounds = data.agg(
-            *[F.min(k).cast("string") for k in keys], *[F.max(k).cast("string") for k in keys]
-        ).first()
-        condition = reduce(and_, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
-        for i, k in enumerate(keys):
-            low, high = bounds[i], bounds[len(keys) + i]
-            if low is not None and high is not None:
-                condition &= F.col(f"t.{k}").between(
-                    F.lit(low).cast(types[k]), F.lit(high).cast(types[k])
-                )
-        return condition
+
+def _key_bounds(table: TableDef, data: DataFrame) -> list[tuple[str | None, str | None]]:
+    """Each key's lowest and highest value in the batch, as text (exact for every key type,
+    cast back by Spark in the session's time zone)."""
+    keys = table.key
+    found = data.agg(
+        *[F.min(k).cast("string") for k in keys], *[F.max(k).cast("string") for k in keys]
+    ).first()
+    assert found is not None  # an aggregate without grouping has one row
+    return [(found[i], found[len(keys) + i]) for i in range(len(keys))]
+
+
+def merge_sql(
+    table: TableDef, path: Path, source: str, bounds: list[tuple[str | None, str | None]]
+) -> str:
+    """The MERGE of a batch (view `source`, alias s) into the table (alias t) by its key.
+
+    Besides key equality, each key's range in the batch (`bounds`) on the target side alone:
+    Delta skips the files whose statistics lie outside it, so a MERGE reads and rewrites only
+    files that can hold the batch's keys, not the whole table (flat cost as it grows)."""
+    types = {c.name: c.ddl_type for c in table.columns}
+    condition: exp.Expression | None = None
+    for k, (low, high) in zip(table.key, bounds, strict=True):
+        target = exp.column(k, "t", quoted=True)
+        part: exp.Expression = target.eq(exp.column(k, "s", quoted=True))
+        if low is not None and high is not None:
+            part = exp.and_(
+                part,
+                exp.Between(
+                    this=target.copy(),
+                    low=exp.cast(exp.Literal.string(low), types[k]),
+                    high=exp.cast(exp.Literal.string(high), types[k]),
+                ),
+            )
+        condition = part if condition is None else exp.and_(condition, part)
+    if table.mode == "add":
+        update = exp.Update(
+            expressions=[
+                exp.column(c, "t", quoted=True).eq(sqlglot.parse_one(value, read="spark"))
+                for c, value in added(table.summed).items()
+            ]
+        )
+    else:
+        update = exp.Update(expressions=[exp.Star()])
+    merge = exp.Merge(
+        this=exp.alias_(_path_table(path), "t", table=True),
+        using=exp.alias_(exp.to_table(source), "s", table=True),
+        on=condition,
+        whens=exp.Whens(
+            expressions=[
+                exp.When(matched=True, source=False, then=update),
+                exp.When(matched=False, source=False, then=exp.Insert(this=exp.Star())),
+            ]
+        ),
+    )
+    return merge.sql(dialect="spark")
+
+
+def delete_pipeline_sql(path: Path, pipeline: str) -> str:
+    """`DELETE FROM delta.`path` WHERE pipeline = '<pipeline>'`."""
+    where = exp.column("pipeline").eq(exp.Literal.string(pipeline))
+    return exp.delete(_path_table(path), where=where).sql(dialect="spark")

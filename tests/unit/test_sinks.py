@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,6 +14,7 @@ from engine.lake import read_arrow
 from engine.project import PROJECT
 from engine.sinks import BatchId
 from engine.sinks.delta import DeltaSink
+from engine.sinks.spark_delta import merge_sql
 
 TABLES = load_tables(PROJECT.tables)
 T = datetime(2019, 6, 20, 0, 46, 1, tzinfo=UTC)
@@ -139,3 +141,31 @@ def test_the_ddl_comments_stay_through_creation_and_rebuild(tmp_path):
     assert comments() == expected and expected["customer_id"] == "Customer id"
     sink.rebuild(pipeline=None)
     assert comments() == expected and rows(sink) == []
+
+
+MERGES = [
+    # A batch's key range limits the files MERGE reads; an `add` table sums its counts.
+    (
+        "sessions",
+        [("c1", "c9"), ("2019-06-20 00:00:00", "2019-06-21 00:00:00")],
+        "MERGE INTO delta.`/lake/sessions` AS t USING b AS s ON (`t`.`customer_id` = "
+        "`s`.`customer_id` AND `t`.`customer_id` BETWEEN CAST('c1' AS STRING) AND "
+        "CAST('c9' AS STRING)) AND (`t`.`session_start` = `s`.`session_start` AND "
+        "`t`.`session_start` BETWEEN CAST('2019-06-20 00:00:00' AS TIMESTAMP) AND "
+        "CAST('2019-06-21 00:00:00' AS TIMESTAMP)) WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT *",
+    ),
+    (
+        "user_event_counts",
+        [(None, None)],  # NULL keys only: no range to skip files by
+        "MERGE INTO delta.`/lake/user_event_counts` AS t USING b AS s ON `t`.`user` = `s`.`user` "
+        "WHEN MATCHED THEN UPDATE SET `t`.`events` = COALESCE(t.events + s.events, t.events, "
+        "s.events) WHEN NOT MATCHED THEN INSERT *",
+    ),
+]
+
+
+@pytest.mark.parametrize(("table", "bounds", "expected"), MERGES)
+def test_spark_merge_statement(table, bounds, expected):
+    sql = merge_sql(TABLES[table], Path(f"/lake/{table}"), "b", bounds)
+    assert sql == expected
