@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from engine.errors import first_line
+from engine.lake.batch_records import BatchRecord, read_record
 from engine.lake.event_log import Event, EventLog
 from engine.lake.guard import last_committed
 from engine.sinks.writer import MultiTableWriter
@@ -113,9 +114,10 @@ class RunRecorder:
         writer = self.writers.get(query)
         if writer is None:
             return checks
+        record = read_record(writer.checkpoint, progress.batchId) or BatchRecord()
         # The same rows, where a view is computed in both parts of the query.
-        checks.update(writer.batch_checks.pop(progress.batchId, {}))
-        written = writer.batch_rows.pop(progress.batchId, {})
+        checks.update(record.checks)
+        written = record.written
         rows_out = sum(written.values()) if written else max(0, progress.sink.numOutputRows)
         rules = {view: self.rules[view] for view in checks if view in self.rules}
         event = self._event(

@@ -23,6 +23,7 @@ from engine.definitions.expectations import by_action
 from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import REAL_TIME, QuerySpec, trigger_duration
 from engine.errors import KafkaUnavailable, UserError, first_line
+from engine.lake.batch_records import clear_records, run_records
 from engine.lake.guard import release_table
 from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
@@ -89,19 +90,38 @@ class RunResult:
     plan: Plan | None = None
     #: Queries writing straight to Kafka that the stop cut in the middle of a batch.
     cut: set[str] = field(default_factory=set)
+    #: Rows per topic of the queries that write straight to Kafka (Spark counted them).
+    direct: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def rows(self, query: str) -> Counter[str]:
+        """Rows the query's batches carried in this run, per table or topic."""
+        if query in self.direct:
+            return self.direct[query]
+        return run_records(self.writers[query].checkpoint)[0]
+
+    def written(self, query: str) -> Counter[str]:
+        """Rows the query committed in this run, per table or topic."""
+        if query in self.direct:
+            return self.direct[query]
+        return run_records(self.writers[query].checkpoint)[1]
 
     def report(self, out: TextIO) -> None:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
         for name, writer in self.writers.items():
             t = self.listener.totals.get(name) if self.listener else None
-            tables = ", ".join(f"{k} {v:,}" for k, v in writer.written.items()) or "none"
+            written = self.written(name)
+            # In the order the writer writes them (topics first).
+            sinks = [s.name for s in sorted(writer.sinks, key=lambda s: s.order)]
+            ordered = [k for k in sinks if k in written] + [k for k in written if k not in sinks]
+            tables = ", ".join(f"{k} {written[k]:,}" for k in ordered) or "none"
             out.write(f"query {name}: {t.batches if t else 0} batches; rows written: {tables}\n")
             # The query that writes quarantine sees every input line, so it can account for them.
             rejects = [s.name for s in writer.sinks if s.quarantine]
             if t:
                 self._report_checks(name, t, out)
             if t and t.deduplicates and rejects:
-                quarantined = sum(writer.rows[name] for name in rejects)
+                carried = self.rows(name)
+                quarantined = sum(carried[r] for r in rejects)
                 # Rows dropped below the deduplication were already counted as events.
                 after = self.plan.queries[name].drops_after_dedup if self.plan else ()
                 quarantined -= sum(t.expectations.get(v, {}).get(DROPPED, 0) for v in after)
@@ -519,6 +539,7 @@ def run_pipeline(
     status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
+            clear_records(result.writers[name].checkpoint)
             if opts.once:  # a restart after a stop that left due timers waiting
                 queue_due_timers(result.writers[name].checkpoint)
             queries[name] = _start(
@@ -581,7 +602,7 @@ def run_pipeline(
             totals = listener.totals.get(name)
             if _is_direct(writer) and totals:  # no foreachBatch counted its rows: Spark did
                 topics = "kafka:" + ",".join(specs[name].topics)
-                writer.rows[topics] = writer.written[topics] = totals.sink_rows
+                result.direct[name] = Counter({topics: totals.sink_rows})
     except BaseException as err:
         status, message = "failed", first_line(err)
         recorder.error(None, message)
@@ -591,7 +612,7 @@ def run_pipeline(
             if q.isActive:
                 q.stop()
         spark.streams.removeListener(listener)
-        written = sum((w.written for w in result.writers.values()), Counter())
+        written = sum((result.written(name) for name in result.writers), Counter())
         recorder.stop(status=status, message=message, rows=written)
     return result
 

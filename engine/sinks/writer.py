@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from engine.lake.batch_records import BatchRecord, read_record, write_record
 from engine.lake.guard import batch_time_ms, record_batch, writer_id
 from engine.sinks import BatchId, Sink
 
@@ -43,15 +42,7 @@ class MultiTableWriter:
         self.query = query
         self.sinks = list(sinks)
         self.checkpoint = checkpoint
-        self.rows: Counter[str] = Counter()  # rows the batches carried, per table
-        self.written: Counter[str] = Counter()  # rows committed (0 for a batch already written)
-        #: Rows committed per sink of each batch, until the event log takes them.
-        self.batch_rows: dict[int, dict[str, int]] = {}
-        #: Expectation counts of each batch's batch-computed views (view -> rule -> rows),
-        #: until the event log takes them.
-        self.batch_checks: dict[int, dict[str, dict[str, int]]] = {}
         self._last_batch: int | None = None
-        self._lock = threading.Lock()
 
     @cached_property
     def app_id(self) -> str:
@@ -82,20 +73,22 @@ class MultiTableWriter:
             at = batch_time_ms(self.checkpoint, batch_id)
             parts, checks = self.views(df, at if at is not None else int(time.time() * 1000))
             order = sorted(enumerate(self.sinks), key=lambda e: e[1].order)
+            # An attempt of this run that failed may have written some tables already.
+            earlier = read_record(self.checkpoint, batch_id)
+            record = BatchRecord(written=dict(earlier.written) if earlier else {}, checks=checks)
             filled = []
             for i, sink in order:
                 rows = self._write(sink, parts[i], batch, held=i in held)
-                with self._lock:
-                    self.rows[sink.name] += rows
-                    self.written[sink.name] += 0 if i in held else rows
-                    self.batch_rows.setdefault(batch_id, {})[sink.name] = 0 if i in held else rows
+                record.rows[sink.name] = rows
+                record.written[sink.name] = record.written.get(sink.name, 0) + (
+                    0 if i in held else rows
+                )
+                # After each sink, so a failure further on leaves what was committed.
+                write_record(self.checkpoint, batch_id, record)
                 if rows and sink.transactional:
                     filled.append(sink.name)
             # Before Spark commits the batch: a table that later lacks it is noticed.
             record_batch(self.checkpoint, filled, batch_id)
-            if checks:
-                with self._lock:
-                    self.batch_checks[batch_id] = checks
         finally:
             df.unpersist()
 

@@ -67,7 +67,7 @@ def test_processing_time_timeout_then_clean_stop(spark, tmp_path):
     assert session["session_end"].replace(tzinfo=None) == last + timedelta(seconds=3)
     (cart,) = read_table(lake, "carts")
     assert cart["total_items"] == 1
-    assert done["result"].writers["main"].written["events"] == 2
+    assert done["result"].written("main")["events"] == 2
 
 
 def test_a_started_query_has_opened_its_sources(spark, tmp_path):

@@ -49,7 +49,7 @@ def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, 
     _, summary = generated
     lake, result = reference
     totals = result.listener.totals["main"]
-    quarantined = result.writers["main"].rows["quarantine"]
+    quarantined = result.rows("main")["quarantine"]
     assert totals.accepted == summary.events
     assert totals.duplicates == summary.duplicates
     assert totals.late == summary.late
@@ -68,7 +68,7 @@ def test_every_line_is_an_event_a_quarantine_row_a_duplicate_or_late(generated, 
     assert [e["batch_id"] for e in batches] == list(range(totals.last_batch + 1))
     assert sum(e["rows_in"] for e in batches) == summary.lines
     assert sum(e["duplicates"] for e in batches) == summary.duplicates
-    assert sum(e["rows_out"] for e in batches) == sum(result.writers["main"].written.values())
+    assert sum(e["rows_out"] for e in batches) == sum(result.written("main").values())
 
 
 # The reference lake is written by Spark; the embedded delta-rs writer must give it too.
