@@ -41,6 +41,7 @@ class ActivityRunHandler(StateHandler[ActivityRun]):
     key = ("user",)
     columns = ("event_time", "activity")
     order_by = ("event_time",)
+    counted = ("ignored_older_other_activity",)
     state_type = ActivityRun
     state_schema = "span_no INT, activity STRING, start_us BIGINT, end_us BIGINT, events BIGINT"
     output_schema = (

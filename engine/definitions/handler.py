@@ -44,7 +44,8 @@ class Step(Generic[StateT]):
     outputs: Sequence[tuple[Any, ...]] = field(default_factory=tuple)
     #: Event-time timer in microseconds since the epoch (event_time timeouts only).
     timer_us: int | None = None
-    #: Events counted rather than emitted (e.g. ignored ones), summed into the run's report.
+    #: Events counted rather than emitted (e.g. ignored ones), summed into the run's report;
+    #: each name must be one of the handler's `counted`.
     counts: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -65,6 +66,8 @@ class StateHandler(Generic[StateT]):
     output_schema: ClassVar[str]
     #: Settings this handler reads, with their defaults (overridable per pipeline / --conf).
     defaults: ClassVar[Mapping[str, str]] = {}
+    #: The names its steps may count (`Step.counts`): Spark sums them as the batch runs.
+    counted: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: Mapping[str, str] | None = None) -> None:
         self.settings = {**self.defaults, **(settings or {})}

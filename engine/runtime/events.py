@@ -106,10 +106,12 @@ class RunRecorder:
         progress: Any,
         figures: Mapping[str, int],
         checks: Mapping[str, Mapping[str, int]],
+        *,
+        counted: Mapping[str, Mapping[str, int]] | None = None,
     ) -> dict[str, dict[str, int]]:
         """One batch's progress (Spark's `StreamingQueryProgress`), our counts of it, and the
-        expectation counts Spark observed; returns those with the writer's own added (the
-        views computed on the batch), which are logged."""
+        expectation and handler counts Spark observed; returns the expectation counts with the
+        writer's own added (the views computed on the batch); all are logged."""
         checks = {view: dict(counts) for view, counts in checks.items()}
         writer = self.writers.get(query)
         if writer is None:
@@ -136,6 +138,7 @@ class RunRecorder:
                 "durations_ms": dict(progress.durationMs),
                 **({"expectations": checks} if checks else {}),
                 **({"rules": rules} if rules else {}),
+                **({"handler_counts": dict(counted)} if counted else {}),
             },
         )
         self._append([event], batch=(writer.app_id, progress.batchId))

@@ -9,7 +9,10 @@ timer among them, which is the bucket's timeout.
 
 Output of `apply_handlers`, one flat row type: `_emit` names the handler a row comes from (""
 for a passthrough row), then the passthrough columns, then `<handler>__<column>` for each
-column of each handler's `output_schema`; a row's columns of other kinds are NULL.
+column of each handler's `output_schema`; a row's columns of other kinds are NULL. A handler's
+counts (`Step.counts`) leave a bucket's call as one more row, `_emit` `<handler>#counts` with
+a column per name it declares (`counted`); `apply_handlers` sums them as Spark observed metrics
+(`handler_counts:<handler>` in the query's progress) and drops those rows and columns.
 Per key, each handler has its state (a `state_schema` tuple) and its own timer (ms since the
 epoch); only handlers whose timer is due expire. Every handler sees every row of its key; one
 whose `update` changes nothing (equal state, no rows) is taken as not concerned: its timer
@@ -28,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -46,13 +48,14 @@ from pyspark.sql.types import (
 from engine.definitions.handler import STATE_BUCKETS, StateHandler, Step, TimeoutMode
 
 __all__ = [
+    "COUNTS_METRIC",
     "EMIT",
     "STATE_TYPE",
-    "CountsParam",
     "HandlerGroup",
     "apply_handler",
     "apply_handlers",
     "group_timeout_mode",
+    "handler_counts",
     "handler_rows",
     "micros",
     "passthrough_rows",
@@ -61,6 +64,9 @@ __all__ = [
 
 #: The output column naming a row's handler; "" for a passthrough row.
 EMIT = "_emit"
+#: A handler's counts in a query's progress (`observedMetrics`): this prefix, then its name.
+COUNTS_METRIC = "handler_counts:"
+_COUNTS_ROW = "#counts"  # after the handler's name in EMIT
 #: A bucket's state row: its keys' handler states (pickled plain tuples), the earliest timer.
 STATE_TYPE = StructType(
     [StructField("keys", BinaryType(), False), StructField("due", LongType(), True)]
@@ -79,15 +85,19 @@ _NAT = np.iinfo(np.int64).min  # numpy's NaT as int64, in every unit
 _LAST = np.iinfo(np.int64).max
 
 
-class CountsParam(AccumulatorParam):
-    """Sums `Step.counts` from the Python workers into one Counter on the driver."""
+def _count_column(handler: str, name: str) -> str:
+    return f"_count__{handler}__{name}"
 
-    def zero(self, value: Counter[str]) -> Counter[str]:
-        return Counter()
 
-    def addInPlace(self, value1: Counter[str], value2: Counter[str]) -> Counter[str]:
-        value1.update(value2)
-        return value1
+def handler_counts(observed: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The counts per handler and name in a progress event's observed metrics (non-zero)."""
+    found: dict[str, dict[str, int]] = {}
+    for metric, row in observed.items():
+        if metric.startswith(COUNTS_METRIC):
+            counts = {k: int(v) for k, v in row.asDict().items() if v}
+            if counts:
+                found[metric.removeprefix(COUNTS_METRIC)] = counts
+    return found
 
 
 # --- value conversions (numpy, no per-row Python) ---------------------------------------------
@@ -264,7 +274,6 @@ class HandlerGroup:
         output_schemas: Mapping[str, StructType],
         passthrough: Sequence[str] = (),
         time_zone: str = "UTC",
-        counts: Mapping[str, Accumulator] | None = None,
     ) -> None:
         if not handlers:
             raise ValueError("apply_handlers needs at least one handler")
@@ -274,7 +283,6 @@ class HandlerGroup:
         self.key = next(iter(keys.values()))
         self.mode = group_timeout_mode(handlers)
         self.passthrough = tuple(passthrough)
-        self.counts = dict(counts or {})
         self.slots = tuple(
             _Slot(
                 name=name,
@@ -308,6 +316,11 @@ class HandlerGroup:
                     StructField(f"{name}__{f.name}", f.dataType, True)
                     for name, schema in output_schemas.items()
                     for f in schema.fields
+                ),
+                *(
+                    StructField(_count_column(name, c), LongType(), True)
+                    for name, h in handlers.items()
+                    for c in h.counted
                 ),
             ]
         )
@@ -353,12 +366,15 @@ class HandlerGroup:
                     if obj is not None and timer is not None and timer < now:
                         step = slot.handler.expire(key, obj)
                         entries[i] = self._apply(i, step, now, emitted, counts)
-        for i, slot in enumerate(self.slots):
-            accumulator = self.counts.get(slot.name)
-            if accumulator is not None and counts[i]:
-                accumulator.add(counts[i])
+        for slot, counted in zip(self.slots, counts, strict=True):
+            unknown = sorted(set(counted) - set(slot.handler.counted))
+            if unknown:
+                raise ValueError(
+                    f"handler {slot.name} counted {', '.join(unknown)}, which its class does "
+                    f"not declare in `counted` {slot.handler.counted}"
+                )
         self._store(state, stored, held)
-        frame = self._frame(batch, emitted)
+        frame = self._frame(batch, emitted, counts)
         if frame is not None:
             yield frame
 
@@ -437,12 +453,17 @@ class HandlerGroup:
             state.setTimeoutDuration(max(1, due - state.getCurrentProcessingTimeMs()))
 
     def _frame(
-        self, batch: pd.DataFrame | None, emitted: Mapping[int, list[tuple[Any, ...]]]
+        self,
+        batch: pd.DataFrame | None,
+        emitted: Mapping[int, list[tuple[Any, ...]]],
+        counts: Sequence[Counter[str]],
     ) -> pd.DataFrame | None:
-        """Passthrough rows (the input rows) then each handler's rows, in one frame."""
+        """Passthrough rows (the input rows), each handler's rows, then a row of counts per
+        handler that counted, in one frame."""
         passed = batch if self.passthrough else None
         n = 0 if passed is None else len(passed)
-        total = n + sum(len(rows) for rows in emitted.values())
+        counted = [i for i, c in enumerate(counts) if any(c.values())]
+        total = n + sum(len(rows) for rows in emitted.values()) + len(counted)
         if not total:
             return None
         # One block of Python objects, timestamps as int microseconds (Arrow takes ints as
@@ -471,6 +492,13 @@ class HandlerGroup:
                     out[at:end, col + j] = np.fromiter(values, dtype=object, count=len(rows))
                 at = end
             col += slot.outputs
+        for i, slot in enumerate(self.slots):
+            if i in counted:
+                out[at, 0] = slot.name + _COUNTS_ROW
+                for j, name in enumerate(slot.handler.counted):
+                    out[at, col + j] = counts[i][name]
+                at += 1
+            col += len(slot.handler.counted)
         return pd.DataFrame(out, columns=self.output_type.names, dtype=object, copy=False)
 
 
@@ -485,15 +513,10 @@ def _struct(ddl: str) -> StructType:
 
 
 def apply_handlers(
-    df: DataFrame,
-    handlers: Mapping[str, StateHandler],
-    *,
-    passthrough: Sequence[str] = (),
-    counts: Mapping[str, Accumulator] | None = None,
+    df: DataFrame, handlers: Mapping[str, StateHandler], *, passthrough: Sequence[str] = ()
 ) -> DataFrame:
     """Run the handlers (one key) over `df` in one applyInPandasWithState by bucket of keys,
-    with every input row's `passthrough` columns; layout in the module doc; `counts`: name ->
-    CountsParam."""
+    with every input row's `passthrough` columns; layout in the module doc."""
     for h in handlers.values():
         _struct(h.state_schema)  # a bad DDL is refused here, as the fingerprint records it
     group = HandlerGroup(
@@ -502,7 +525,6 @@ def apply_handlers(
         output_schemas={name: _struct(h.output_schema) for name, h in handlers.items()},
         passthrough=passthrough,
         time_zone=df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
-        counts=counts,
     )
 
     def run(
@@ -512,7 +534,7 @@ def apply_handlers(
 
     # Only the columns someone reads cross to Python: Arrow conversion is most of the cost.
     bucket = F.pmod(F.xxhash64(*group.key), F.lit(STATE_BUCKETS)).alias(_BUCKET)
-    return (
+    out = (
         df.select(bucket, *group.input_columns)
         .groupBy(_BUCKET)
         .applyInPandasWithState(
@@ -523,6 +545,18 @@ def apply_handlers(
             timeoutConf=_TIMEOUTS[group.mode],
         )
     )
+    # Counts reach the run as observed metrics, which Spark sums over the batch's tasks and
+    # reports in the query's progress, locally and over Spark Connect alike.
+    count_columns = []
+    for name, h in handlers.items():
+        if h.counted:
+            columns = [_count_column(name, c) for c in h.counted]
+            sums = [F.sum(c).alias(n) for c, n in zip(columns, h.counted, strict=True)]
+            out = out.observe(COUNTS_METRIC + name, *sums)
+            count_columns += columns
+    if not count_columns:
+        return out
+    return out.where(~F.col(EMIT).endswith(_COUNTS_ROW)).drop(*count_columns)
 
 
 def handler_rows(out: DataFrame, name: str, handler: StateHandler) -> DataFrame:
@@ -536,10 +570,7 @@ def passthrough_rows(out: DataFrame, columns: Sequence[str]) -> DataFrame:
     return out.where(F.col(EMIT) == "").select(*columns)
 
 
-def apply_handler(
-    df: DataFrame, handler: StateHandler, *, counts: Accumulator | None = None
-) -> DataFrame:
+def apply_handler(df: DataFrame, handler: StateHandler) -> DataFrame:
     """One handler alone: its rows, with its own column names (see `apply_handlers`)."""
     name = "handler"
-    out = apply_handlers(df, {name: handler}, counts=None if counts is None else {name: counts})
-    return handler_rows(out, name, handler)
+    return handler_rows(apply_handlers(df, {name: handler}), name, handler)

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from engine.runtime.expectations import views_of_metrics
+from engine.runtime.handler_adapter import handler_counts
 
 if TYPE_CHECKING:
     from engine.runtime.events import RunRecorder
@@ -41,6 +42,8 @@ class QueryTotals:
     deduplicates: bool = False
     #: Expectations: rows checked and rows breaking each rule, per view (view -> name -> n).
     expectations: dict[str, Counter[str]] = field(default_factory=dict)
+    #: What the handlers counted (`Step.counts`): handler -> name -> n.
+    handler_counts: dict[str, Counter[str]] = field(default_factory=dict)
 
     def add_checks(self, checks: Mapping[str, Mapping[str, int]]) -> None:
         """Add one batch's expectation counts."""
@@ -102,6 +105,7 @@ class ProgressListener(StreamingQueryListener):
         rows_in = p.numInputRows // branches
         rate = p.processedRowsPerSecond / branches
         checks = views_of_metrics(p.observedMetrics)
+        counted = handler_counts(p.observedMetrics)
         if self.recorder is not None:
             # Before the totals: a run that waits for its last batch's totals finds it logged.
             figures = {"rows_in": rows_in, "state_rows": state_rows}
@@ -109,7 +113,7 @@ class ProgressListener(StreamingQueryListener):
                 figures.update(duplicates=duplicates, late=late)
             elif p.stateOperators:
                 figures.update(late=late)
-            checks = self.recorder.batch(name, p, figures, checks)
+            checks = self.recorder.batch(name, p, figures, checks, counted=counted)
         with self._lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
@@ -121,6 +125,8 @@ class ProgressListener(StreamingQueryListener):
             t.sink_rows += max(0, p.sink.numOutputRows)
             t.deduplicates |= dedupe is not None
             t.add_checks(checks)
+            for handler, counts in counted.items():
+                t.handler_counts.setdefault(handler, Counter()).update(counts)
         if not self.quiet and (rows_in or t.batches == 1):
             self.out.write(
                 f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "

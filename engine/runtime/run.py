@@ -13,7 +13,6 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -85,7 +84,6 @@ class RunResult:
 
     writers: dict[str, MultiTableWriter] = field(default_factory=dict)
     listener: ProgressListener | None = None
-    handler_counts: dict[str, Accumulator] = field(default_factory=dict)
     #: The plan run: which views have expectations, and where they sit.
     plan: Plan | None = None
     #: Queries writing straight to Kafka that the stop cut in the middle of a batch.
@@ -140,10 +138,10 @@ class RunResult:
                 f"query {name}: the stop cut its running batch short; the messages that batch "
                 "sent are not counted above, and a restart sends them again\n"
             )
-        for name, acc in self.handler_counts.items():
-            if acc.value:
-                counted = ", ".join(f"{k} {v:,}" for k, v in sorted(acc.value.items()))
-                out.write(f"handler {name}: {counted}\n")
+        for totals in self.listener.totals.values() if self.listener else ():
+            for handler, counts in totals.handler_counts.items():
+                counted = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
+                out.write(f"handler {handler}: {counted}\n")
 
     def _report_checks(self, query: str, totals: QueryTotals, out: TextIO) -> None:
         """One line per view with expectations: rows checked and dropped, and each rule."""
@@ -521,8 +519,7 @@ def run_pipeline(
             plan, spec, opts, connector, sinks=sinks, views=views
         )
         if not _is_direct(writer):
-            streams[name], counts = stream_rows(spark, plan, plan.queries[name])
-            result.handler_counts.update(counts)
+            streams[name] = stream_rows(spark, plan, plan.queries[name])
             views.check(spark, streams[name].schema, writer.sinks)
     # Only now does the lake change: a view that does not fit its table stopped the run above.
     _deploy(deployment, sinks, plan, out)

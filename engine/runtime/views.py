@@ -3,11 +3,9 @@ query's streaming part (handlers applied by the shared adapter) as one tagged st
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import reduce
 from pathlib import Path
 
-from pyspark.accumulators import Accumulator
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,7 +16,7 @@ from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
 from engine.runtime.expectations import apply_rules
-from engine.runtime.handler_adapter import CountsParam, apply_handlers
+from engine.runtime.handler_adapter import apply_handlers
 from engine.runtime.session import has_delta
 from engine.sources.streams import open_source
 
@@ -78,25 +76,20 @@ def _struct_type(df: DataFrame) -> str:
     return df.schema.simpleString()
 
 
-def stream_rows(
-    spark: SparkSession, plan: Plan, query: QueryPlan
-) -> tuple[DataFrame, dict[str, Accumulator]]:
+def stream_rows(spark: SparkSession, plan: Plan, query: QueryPlan) -> DataFrame:
     """The query's streaming part: its outputs as one tagged stream (`_out` says which output
-    a row is, its columns sit in struct `_o<i>`), and each handler's counts accumulator."""
-    counts: dict[str, Accumulator] = {}
+    a row is, its columns sit in struct `_o<i>`)."""
     parts: list[DataFrame] = []
     for output in query.outputs:
         if output.handlers is None:
             parts.append(spark.table(output.view))  # type: ignore[arg-type]
             continue
         group = output.handlers
-        for name in group.names:
-            counts[name] = spark.sparkContext.accumulator(Counter(), CountsParam())
         source = spark.table(group.input)
         handlers = {name: plan.handlers[name][1] for name in group.names}
         try:
             passthrough = source.columns if output.passthrough else ()
-            parts.append(apply_handlers(source, handlers, passthrough=passthrough, counts=counts))
+            parts.append(apply_handlers(source, handlers, passthrough=passthrough))
         except ValueError as err:
             names = ", ".join(group.names)
             raise UserError(f"{plan.pipeline.path}: handlers {names}: {err}") from None
@@ -110,4 +103,4 @@ def stream_rows(
             for j in range(len(parts))
         ]
         tagged.append(part.select(F.lit(i).alias("_out"), *columns))
-    return reduce(DataFrame.unionByName, tagged), counts
+    return reduce(DataFrame.unionByName, tagged)

@@ -4,7 +4,6 @@ conversion are plain Python, so timers, state layout and output rows are checked
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -406,17 +405,10 @@ def test_processing_time_timers():
 # --- counts and errors ---------------------------------------------------------------------------
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.total: Counter[str] = Counter()
-
-    def add(self, value: Counter[str]) -> None:
-        self.total.update(value)
-
-
 class Counting(StateHandler[int]):
     key = ("customer_id",)
     columns = ("price",)
+    counted = ("seen", "never")
     state_type = int
     state_schema = "n BIGINT"
     output_schema = "n BIGINT"
@@ -427,21 +419,27 @@ class Counting(StateHandler[int]):
         return Step(state=None, outputs=[(n,) * self.arity], counts={"seen": n})
 
 
-def counting_group(handler: StateHandler, counts: dict) -> HandlerGroup:
+def counting_group(handler: StateHandler) -> HandlerGroup:
     return HandlerGroup(
-        {"n": handler},
-        input_schema=EVENTS,
-        output_schemas={"n": struct(("n", LongType()))},
-        counts=counts,
+        {"n": handler}, input_schema=EVENTS, output_schemas={"n": struct(("n", LongType()))}
     )
 
 
-def test_counts_reach_the_accumulator():
-    recorder = Recorder()
-    run = Run(counting_group(Counting(), {"n": recorder}))
-    run(BATCH_1)
-    run(BATCH_2)
-    assert recorder.total == {"seen": 7}
+def test_counts_leave_as_one_row_per_call_after_the_handler_rows():
+    run = Run(counting_group(Counting()))
+    out = run(BATCH_1)
+    n = len(BATCH_1)
+    assert out[EMIT].tolist() == ["n", "n#counts"]
+    assert out.loc[1, ["_count__n__seen", "_count__n__never"]].tolist() == [n, 0]
+    assert out.loc[0, "_count__n__seen"] is None  # a handler row has no counts
+
+
+def test_a_count_the_handler_does_not_declare_is_refused():
+    class Undeclared(Counting):
+        counted = ("never",)
+
+    with pytest.raises(ValueError, match="counted seen, which its class does not declare"):
+        Run(counting_group(Undeclared()))(BATCH_1)
 
 
 def test_a_row_of_the_wrong_width_is_refused():
@@ -449,7 +447,7 @@ def test_a_row_of_the_wrong_width_is_refused():
         arity = 2
 
     with pytest.raises(ValueError, match="row of 2 values"):
-        Run(counting_group(Wide(), {}))(BATCH_1)
+        Run(counting_group(Wide()))(BATCH_1)
 
 
 # --- buckets of keys -----------------------------------------------------------------------------
@@ -515,6 +513,6 @@ class PerItem(Counting):
 
 
 def test_a_key_of_two_columns():
-    out = Run(counting_group(PerItem(), {}))(BATCH_1)
+    out = Run(counting_group(PerItem()))(BATCH_1)
     # (c1, 0): five rows; (c1, 1): one row.
     assert sorted(out["n__n"].tolist()) == [11, 50]
