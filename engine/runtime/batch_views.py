@@ -17,6 +17,7 @@ from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.casts import keeps_values
+from engine.runtime.connect import isolated_session
 from engine.runtime.errors import as_user_error, spark_error_line
 from engine.runtime.expectations import ROWS, apply_rules, batch_counts, rejected_rows
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
@@ -160,5 +161,5 @@ class BatchViews:
                     output.handlers.input
                 ).columns
         self._fitted = False
-        self(spark.newSession().createDataFrame([], schema), 0)
+        self(isolated_session(spark).createDataFrame([], schema), 0)
         self._fitted = True

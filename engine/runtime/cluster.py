@@ -8,6 +8,7 @@ workers must be told which interpreter to run, and they need the project's packa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -60,15 +61,7 @@ _JVM_SIZE = re.compile(r"\d+[kKmMgGtT]?")
 
 def check_settings(settings: Mapping[str, str]) -> None:
     """Fail in one line, before Spark starts, on settings Spark cannot start with and cannot
-    name: a master URL of no known form, a driver heap size the JVM refuses; or Spark Connect."""
-    remote = settings.get("spark.remote")
-    if remote is not None:
-        # A run drives the SparkContext (handler-count accumulators, FAIR pools, log level),
-        # which Connect does not expose (docs/decisions.md).
-        raise UserError(
-            f"--conf spark.remote={remote}: run does not work over Spark Connect yet (it needs "
-            "the SparkContext); use --conf spark.master=spark://HOST:PORT"
-        )
+    name: a master URL of no known form, a driver heap size the JVM refuses."""
     master = settings.get("spark.master", "")
     if not _MASTER.fullmatch(master):
         raise UserError(
@@ -136,12 +129,23 @@ def executor_conf(settings: Mapping[str, str]) -> dict[str, str]:
 
 
 def project_zip(folder: Path) -> Path:
-    """A zip of the project's packages (sources only) in `folder`, for executors' sys.path."""
-    target = folder / "streamlake_project.zip"
+    """A zip of the project's packages (sources only) in `folder`, for executors' sys.path;
+    named after its contents, which alone make its bytes."""
+    files = [
+        (path.relative_to(PROJECT.root).as_posix(), path.read_bytes())
+        for package in PACKAGES
+        for path in sorted((PROJECT.root / package).rglob("*.py"))
+    ]
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + data + b"\0")
+    # Spark keeps files it was sent under their names, for the life of its executors: on a
+    # long-lived Spark Connect server, a changed project under the same name is refused.
+    target = folder / f"streamlake_project_{digest.hexdigest()[:16]}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in PACKAGES:
-            for path in sorted((PROJECT.root / package).rglob("*.py")):
-                archive.write(path, path.relative_to(PROJECT.root).as_posix())
+        for name, data in files:
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            archive.writestr(entry, data, compress_type=zipfile.ZIP_DEFLATED)
     return target
 
 

@@ -94,7 +94,7 @@ def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = No
     dropped = _dropped(step.expectations, batch_ms)
     if dropped is not None:
         df = df.where(~dropped)
-    spark.catalog.dropTempView(step.name)
+    # Replaced, not dropped first: over Spark Connect `df` names the view, resolved only now.
     df.createOrReplaceTempView(step.name)
 
 

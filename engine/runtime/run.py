@@ -29,6 +29,7 @@ from engine.plan.deployment import Deployment, plan_deployment, set_aside
 from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
 from engine.runtime.broker_wait import BrokerWait
+from engine.runtime.connect import is_connect
 from engine.runtime.due_timers import queue_due_timers
 from engine.runtime.errors import as_user_error
 from engine.runtime.events import RunRecorder, versions
@@ -306,8 +307,10 @@ def _start(
     """Start the query: `stream` (its streaming part, `stream_rows`) into its writer as
     foreachBatch, or straight to Kafka (`_is_direct`); `real_time` allows Real-Time Mode (the
     source is Spark's Kafka connector)."""
-    # Each query gets its own FAIR pool so a slow query does not hold back a fast one.
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
+    # Each query gets its own FAIR pool so a slow query does not hold back a fast one. A pool
+    # is a SparkContext's local property: over Spark Connect the server's scheduler decides.
+    if not is_connect(spark):
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", spec.pool or spec.name)
     if _is_direct(writer):
         query = _start_direct(spark, spec, writer, _trigger(spec, once, real_time=real_time))
     else:

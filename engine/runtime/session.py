@@ -1,4 +1,5 @@
-"""The Spark session: local by default, any master URL by configuration (not Spark Connect)."""
+"""The Spark session: local by default, any master URL or a Spark Connect server by
+configuration."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from engine.runtime.cluster import (
     ship_project,
 )
 from engine.runtime.conf import DEFAULT_CONF
+from engine.runtime.connect import REMOTE, connect_session
 from engine.runtime.errors import without_sqlstate
 from engine.runtime.jars import DELTA_CATALOG, find_packages
 from engine.runtime.scratch import scratch_folder
@@ -71,6 +73,11 @@ def get_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # pyspark's own pandas calls warn on every batch in the workers; the warnings are not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    remote = (conf or {}).get(REMOTE)
+    if remote is not None:  # the server has its own packages, master and memory
+        spark = connect_session(remote, DEFAULT_CONF, conf or {})
+        _check_sql_conf(spark)
+        return spark
     # The Spark packages fetched by `make` (engine/runtime/jars.py).
     settings = {**DEFAULT_CONF, **find_packages().spark_conf(), **(conf or {})}
     check_settings(settings)

@@ -88,6 +88,11 @@ class SparkDeltaSink(DeltaSink):
         super().__init__(table, lake)
         self.spark = spark
 
+    def __getstate__(self) -> dict[str, object]:
+        # Over Spark Connect the writer is pickled to the server's Python process; writes use
+        # the batch's own session there (`data.sparkSession`), never this one.
+        return {**self.__dict__, "spark": None}
+
     def _create(self) -> None:
         # From the DDL file itself: its TBLPROPERTIES too (delta-rs refuses keys not Delta's).
         self.spark.sql(create_table_sql(self.table, self.path))

@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,23 +19,12 @@ from devtools.broker import free_port
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import PROJECT, read_table
+from tests.conftest import read_table
+from tests.pipeline.spark_processes import DATA, guarded_python, run_server_logs, stop
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
-DATA = PROJECT / "data" / "server_logs"
 TABLES = ("events", "sessions", "carts", "purchases", "quarantine")
 WALL_CLOCK = ("ingested_at",)  # quarantine's read time differs between any two runs
-
-# The executors' interpreter: the venv's, minus the editable install that would let them
-# import the project from /work/main. They then find `engine` and `handlers` only in the zip
-# the run ships (engine/runtime/cluster.py), as executors on other machines would. Each worker
-# process leaves a marker file, so the test knows the executors ran through this guard.
-GUARD = """
-import os, sys
-sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
-sys.path[:] = [p for p in sys.path if "__editable__" not in p and p != {project!r}]
-open(os.path.join({markers!r}, str(os.getpid())), "w").close()
-"""
 
 
 def wait_for_worker(ui_port: int, process: subprocess.Popen, timeout_s: float = 90.0) -> None:
@@ -51,16 +39,6 @@ def wait_for_worker(ui_port: int, process: subprocess.Popen, timeout_s: float = 
             pass
         time.sleep(0.5)
     raise AssertionError("the spark worker did not register with the master")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -98,30 +76,6 @@ def cluster(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     finally:
         for process in reversed(processes):
             stop(process)
-
-
-def run_server_logs(lake: Path, *conf: str, env: dict[str, str] | None = None, cwd: Path):
-    args = [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs", "--once"]
-    args += ["--lake", str(lake), "--input", str(DATA)]
-    # Two shuffle partitions, as the other pipeline tests: fewer tasks on the single core.
-    for item in ("spark.sql.shuffle.partitions=2", *conf):
-        args += ["--conf", item]
-    return subprocess.run(
-        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-
-
-def guarded_python(root: Path) -> tuple[Path, Path]:
-    """An executable that runs the venv's Python through GUARD; and its markers folder."""
-    guard, markers = root / "guard", root / "markers"
-    guard.mkdir()
-    markers.mkdir()
-    code = GUARD.format(project=str(PROJECT), markers=str(markers))
-    (guard / "sitecustomize.py").write_text(code)
-    wrapper = root / "python"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{guard}:$PYTHONPATH" exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper, markers
 
 
 def test_standalone_cluster_writes_the_tables_of_a_local_run(spark, cluster, tmp_path):
@@ -181,10 +135,11 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
             "--conf spark.scheduler.maxRegisteredResourcesWaitingTime=soon: expected a time",
         ),
         ("spark.remote=http://127.0.0.1:15002", "--conf spark.remote=http://127.0.0.1:15002"),
-        # Before: "pip install 'pyspark[connect]'", after which the run failed anyway, exit 1.
+        # A port that takes connections but speaks no gRPC: the client waited for ever.
         (
             "spark.remote=sc://127.0.0.1:{port}",
-            "--conf spark.remote=sc://127.0.0.1:{port}: run does not work over Spark Connect",
+            "--conf spark.remote=sc://127.0.0.1:{port}: no Spark Connect server answers at "
+            "127.0.0.1:{port} within 5 s",
         ),
         # Spark checks a SQL setting's value only when the run first reads a setting.
         ("spark.sql.shuffle.partitions=abc", "--conf spark.sql.shuffle.partitions=abc: "),

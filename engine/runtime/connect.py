@@ -1,0 +1,104 @@
+"""Spark Connect: the run's session on a Spark Connect server (`--conf spark.remote=sc://...`).
+
+The server is the user's: it was started with its own master, memory and packages (the Delta
+jar among them), so of the run's settings only the session's own (SQL settings Spark lets a
+session change) go to it. The queries run on the server; their `foreachBatch` writer runs in a
+Python process beside it, which imports the project from a zip sent as an artifact, and keeps
+what it did beside the checkpoints (engine/lake/batch_records.py). The lake and the checkpoints
+must therefore be at the same paths for this process and for the server (one machine, or a
+shared file system).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from engine.errors import UserError, first_line
+from engine.runtime.cluster import CONNECT_TIMEOUT_S, project_zip
+from engine.runtime.errors import without_sqlstate
+from engine.runtime.scratch import scratch_folder
+
+__all__ = ["REMOTE", "connect_session", "is_connect", "isolated_session"]
+
+#: The setting that names a Spark Connect server.
+REMOTE = "spark.remote"
+_DEFAULT_PORT = 15002
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether the session is a Spark Connect client (no SparkContext, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    """host and port of an `sc://host:port` URL (Spark's default port when none is given)."""
+    parsed = urllib.parse.urlparse(url)
+    try:
+        port = parsed.port or _DEFAULT_PORT
+    except ValueError:
+        port = None
+    if parsed.scheme != "sc" or not parsed.hostname or port is None:
+        raise UserError(f"--conf {REMOTE}={url}: expected sc://HOST:PORT")
+    return parsed.hostname, port
+
+
+def check_remote(url: str) -> None:
+    """Fail in one line when the URL is not `sc://HOST:PORT` or no Spark Connect server answers
+    there: the client would otherwise retry for minutes, or wait for ever on a port that
+    accepts connections but does not speak gRPC."""
+    _endpoint(url)
+    # Spark Connect's client packages (pyspark[connect]); a local run never loads them.
+    import grpc
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    try:
+        builder = DefaultChannelBuilder(url)
+    except PySparkException as err:
+        raise UserError(f"--conf {REMOTE}={url}: {first_line(err)}") from None
+    channel = builder.toChannel()
+    try:
+        grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
+    except grpc.FutureTimeoutError:
+        raise UserError(
+            f"--conf {REMOTE}={url}: no Spark Connect server answers at {builder.endpoint} "
+            f"within {CONNECT_TIMEOUT_S:g} s"
+        ) from None
+    finally:
+        channel.close()
+
+
+def connect_session(url: str, defaults: Mapping[str, str], conf: Mapping[str, str]) -> SparkSession:
+    """A session on the server at `url`: the `defaults` the server lets a session change, and
+    every setting of `conf` (the user's), which must be such a setting."""
+    check_remote(url)
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in conf.items():
+        if key != REMOTE and not spark.conf.isModifiable(key):
+            raise UserError(
+                f"--conf {key}={value}: a setting of the Spark Connect server, not of a "
+                "session; set it where the server starts"
+            )
+    settings = {k: v for k, v in defaults.items() if spark.conf.isModifiable(k)}
+    settings.update((k, v) for k, v in conf.items() if k != REMOTE)
+    for key, value in settings.items():
+        try:
+            spark.conf.set(key, value)
+        except PySparkException as err:
+            raise UserError(f"--conf {key}={value}: {without_sqlstate(first_line(err))}") from None
+    # The handlers and the writer run in the server's Python processes: they import the
+    # project's packages from this zip (the session keeps it until it ends).
+    spark.addArtifacts(str(project_zip(scratch_folder("streamlake-pyfiles-"))), pyfile=True)
+    return spark
+
+
+def isolated_session(spark: SparkSession) -> SparkSession:
+    """A new session beside `spark`, with temp views of its own."""
+    if not is_connect(spark):
+        return spark.newSession()
+    # The same server, through the connection settings `spark` was made with.
+    channel = spark.client._builder  # type: ignore[attr-defined]
+    return type(spark).builder.channelBuilder(channel).create()
