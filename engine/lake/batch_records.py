@@ -4,21 +4,30 @@ The query's writer (engine/sinks/writer.py) runs where Spark calls `foreachBatch
 process on a local or standalone master, but in a Python process beside the server over Spark
 Connect. So it keeps nothing the run reads in memory: it writes each batch's rows per table and
 its expectation counts to `<checkpoint>/batch_records/<batch>.json`, before Spark commits the
-batch, and the run reads them back for the event log and its report. A run starts by removing
-the files of earlier runs; a batch run again after a failure writes its file again.
+batch. The run takes them as it logs each batch (`RunRecords`): it adds them to its sums and
+removes the file, so a run of weeks leaves no file per batch behind. A run starts by removing
+the files of earlier runs; a batch run again after a failure adds to its file.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.lake.guard import write_json
 
-__all__ = ["BatchRecord", "clear_records", "read_record", "run_records", "write_record"]
+__all__ = [
+    "BatchRecord",
+    "RunRecords",
+    "clear_records",
+    "read_record",
+    "run_records",
+    "write_record",
+]
 
 RECORDS_DIR = "batch_records"
 
@@ -58,7 +67,7 @@ def clear_records(checkpoint: Path) -> None:
 
 
 def run_records(checkpoint: Path) -> tuple[Counter[str], Counter[str]]:
-    """Rows carried and rows committed per table or topic, summed over the run's batches."""
+    """Rows carried and rows committed per table or topic, summed over the batch files."""
     rows: Counter[str] = Counter()
     written: Counter[str] = Counter()
     for path in (checkpoint / RECORDS_DIR).glob("*.json"):
@@ -67,3 +76,32 @@ def run_records(checkpoint: Path) -> tuple[Counter[str], Counter[str]]:
             rows.update(record["rows"])
             written.update(record["written"])
     return rows, written
+
+
+class RunRecords:
+    """The batch records of one run: taken batch by batch as the run logs them, and summed."""
+
+    def __init__(self) -> None:
+        self._rows: dict[Path, Counter[str]] = {}
+        self._written: dict[Path, Counter[str]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, checkpoint: Path, batch: int) -> BatchRecord | None:
+        """The batch's record, added to the run's sums; its file is removed."""
+        with self._lock:
+            record = read_record(checkpoint, batch)
+            if record is None:
+                return None
+            self._rows.setdefault(checkpoint, Counter()).update(record.rows)
+            self._written.setdefault(checkpoint, Counter()).update(record.written)
+            _file(checkpoint, batch).unlink()
+            return record
+
+    def totals(self, checkpoint: Path) -> tuple[Counter[str], Counter[str]]:
+        """Rows carried and committed per table or topic in the run: the records taken, and
+        those of batches not logged (a stop between Spark's commit and the batch's event)."""
+        with self._lock:
+            rows, written = run_records(checkpoint)
+            rows.update(self._rows.get(checkpoint, Counter()))
+            written.update(self._written.get(checkpoint, Counter()))
+            return rows, written

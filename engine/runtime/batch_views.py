@@ -161,5 +161,6 @@ class BatchViews:
                     output.handlers.input
                 ).columns
         self._fitted = False
-        self(isolated_session(spark).createDataFrame([], schema), 0)
+        with isolated_session(spark) as session:
+            self(session.createDataFrame([], schema), 0)
         self._fitted = True

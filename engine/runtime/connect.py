@@ -12,7 +12,8 @@ shared file system).
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -95,10 +96,18 @@ def connect_session(url: str, defaults: Mapping[str, str], conf: Mapping[str, st
     return spark
 
 
-def isolated_session(spark: SparkSession) -> SparkSession:
-    """A new session beside `spark`, with temp views of its own."""
+@contextmanager
+def isolated_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """A new session beside `spark`, with temp views of its own, for the `with` block."""
     if not is_connect(spark):
-        return spark.newSession()
-    # The same server, through the connection settings `spark` was made with.
+        yield spark.newSession()  # shares the SparkContext: nothing of its own to stop
+        return
+    # The same server, through the connection settings `spark` was made with; made directly,
+    # not by the builder, which would make it the process's default session. The server
+    # forgets it when the block ends.
     channel = spark.client._builder  # type: ignore[attr-defined]
-    return type(spark).builder.channelBuilder(channel).create()
+    other = type(spark)(connection=channel)
+    try:
+        yield other
+    finally:
+        other.stop()

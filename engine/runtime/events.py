@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from engine.errors import first_line
-from engine.lake.batch_records import BatchRecord, read_record
+from engine.lake.batch_records import BatchRecord, RunRecords
 from engine.lake.event_log import Event, EventLog
 from engine.lake.guard import last_committed
 from engine.sinks.writer import MultiTableWriter
@@ -61,6 +61,8 @@ class RunRecorder:
         self.out = out
         #: The query writers, by query name: their ids make batch events idempotent.
         self.writers: dict[str, MultiTableWriter] = {}
+        #: What each batch's writer recorded beside its checkpoint, taken as batches are logged.
+        self.records = RunRecords()
         self._warned = False
         self._lock = threading.Lock()
 
@@ -116,7 +118,7 @@ class RunRecorder:
         writer = self.writers.get(query)
         if writer is None:
             return checks
-        record = read_record(writer.checkpoint, progress.batchId) or BatchRecord()
+        record = self.records.take(writer.checkpoint, progress.batchId) or BatchRecord()
         # The same rows, where a view is computed in both parts of the query.
         checks.update(record.checks)
         written = record.written

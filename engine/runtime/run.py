@@ -22,7 +22,7 @@ from engine.definitions.expectations import by_action
 from engine.definitions.kafka_settings import librdkafka_settings
 from engine.definitions.pipeline import REAL_TIME, QuerySpec, trigger_duration
 from engine.errors import KafkaUnavailable, UserError, first_line
-from engine.lake.batch_records import clear_records, run_records
+from engine.lake.batch_records import RunRecords, clear_records
 from engine.lake.guard import release_table
 from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
@@ -91,18 +91,20 @@ class RunResult:
     cut: set[str] = field(default_factory=set)
     #: Rows per topic of the queries that write straight to Kafka (Spark counted them).
     direct: dict[str, Counter[str]] = field(default_factory=dict)
+    #: What the writers recorded per batch (engine/lake/batch_records.py).
+    records: RunRecords = field(default_factory=RunRecords)
 
     def rows(self, query: str) -> Counter[str]:
         """Rows the query's batches carried in this run, per table or topic."""
         if query in self.direct:
             return self.direct[query]
-        return run_records(self.writers[query].checkpoint)[0]
+        return self.records.totals(self.writers[query].checkpoint)[0]
 
     def written(self, query: str) -> Counter[str]:
         """Rows the query committed in this run, per table or topic."""
         if query in self.direct:
             return self.direct[query]
-        return run_records(self.writers[query].checkpoint)[1]
+        return self.records.totals(self.writers[query].checkpoint)[1]
 
     def report(self, out: TextIO) -> None:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
@@ -513,7 +515,7 @@ def run_pipeline(
     listener = ProgressListener(out, quiet=opts.quiet, recorder=recorder)
     # Each streaming output of a query is a branch that reads the source itself.
     listener.branches = {q: len(p.outputs) for q, p in plan.queries.items()}
-    result = RunResult(listener=listener, plan=plan)
+    result = RunResult(listener=listener, plan=plan, records=recorder.records)
     specs = {q.name: q for q in pipeline.queries}
     streams: dict[str, DataFrame] = {}
     for name, spec in specs.items():
