@@ -27,7 +27,6 @@ __all__ = ["REMOTE", "connect_session", "is_connect", "isolated_session"]
 
 #: The setting that names a Spark Connect server.
 REMOTE = "spark.remote"
-_DEFAULT_PORT = 15002
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -35,23 +34,23 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _endpoint(url: str) -> tuple[str, int]:
-    """host and port of an `sc://host:port` URL (Spark's default port when none is given)."""
+def _check_form(url: str) -> None:
+    """`sc://HOST[:PORT]`, in one line of ours (pyspark's own messages run to three lines, and
+    a port that is not a number is a bare ValueError there)."""
     parsed = urllib.parse.urlparse(url)
     try:
-        port = parsed.port or _DEFAULT_PORT
-    except ValueError:
-        port = None
-    if parsed.scheme != "sc" or not parsed.hostname or port is None:
+        port_ok = parsed.port is None or parsed.port > 0  # none: Spark's default port
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if parsed.scheme != "sc" or not parsed.hostname or not port_ok:
         raise UserError(f"--conf {REMOTE}={url}: expected sc://HOST:PORT")
-    return parsed.hostname, port
 
 
 def check_remote(url: str) -> None:
     """Fail in one line when the URL is not `sc://HOST:PORT` or no Spark Connect server answers
     there: the client would otherwise retry for minutes, or wait for ever on a port that
     accepts connections but does not speak gRPC."""
-    _endpoint(url)
+    _check_form(url)
     # Spark Connect's client packages (pyspark[connect]); a local run never loads them.
     import grpc
     from pyspark.sql.connect.client import DefaultChannelBuilder

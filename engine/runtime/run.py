@@ -94,17 +94,18 @@ class RunResult:
     #: What the writers recorded per batch (engine/lake/batch_records.py).
     records: RunRecords = field(default_factory=RunRecords)
 
+    def _totals(self, query: str) -> tuple[Counter[str], Counter[str]]:
+        if query in self.direct:  # Spark's count: every row it carried, it wrote
+            return self.direct[query], self.direct[query]
+        return self.records.totals(self.writers[query].checkpoint)
+
     def rows(self, query: str) -> Counter[str]:
         """Rows the query's batches carried in this run, per table or topic."""
-        if query in self.direct:
-            return self.direct[query]
-        return self.records.totals(self.writers[query].checkpoint)[0]
+        return self._totals(query)[0]
 
     def written(self, query: str) -> Counter[str]:
         """Rows the query committed in this run, per table or topic."""
-        if query in self.direct:
-            return self.direct[query]
-        return self.records.totals(self.writers[query].checkpoint)[1]
+        return self._totals(query)[1]
 
     def report(self, out: TextIO) -> None:
         """Print rows per table and, where a query deduplicates, the input-line accounting."""
