@@ -237,6 +237,8 @@ def plan_query(
         replace(o, passthrough=o.handlers.input in read) if o.handlers else o for o in outputs
     ]
     streaming = {a for o in outputs for top in _tops(o) for a in graph.ancestors(top)}
+    if query.output_mode == "append":
+        _check_append(graph, streaming, query.name)
     # A view's dropped rows are computed right after the view.
     batch_order = [w for v in order for w in (v, rejects_view(v)) if w in batch]
     reads = {table: graph.ancestors(view) for table, view in query.sinks.items()}
@@ -271,6 +273,23 @@ def _deepest_common(graph: _Graph, targets: Sequence[str], order: Sequence[str])
     common = set.intersection(*(graph.ancestors(t) for t in targets))
     position = {v: i for i, v in enumerate(order)}
     return max(common, key=lambda v: position.get(v, -1))
+
+
+def _check_append(graph: _Graph, streaming: set[str], query: str) -> None:
+    # Spark refuses this only when the query starts, after a --full-refresh has emptied the
+    # tables; refused here, `lint` and `run --dry-run` say it too.
+    for view in sorted(streaming):
+        step = graph.steps.get(view)
+        if step is None or not step.aggregates or view in graph.summed:
+            continue
+        if not any(graph.steps[a].watermarks for a in graph.ancestors(view) if a in graph.steps):
+            raise UserError(
+                f"{step.path}: aggregation {view} has no WATERMARK upstream, so query {query} "
+                "cannot run in append mode (it emits a group once a watermark closes it); "
+                f"set `output_mode: update` for query {query} under `queries:` in "
+                f"{graph.pipeline.path} (its tables merge changed groups by key), or add "
+                "a WATERMARK to its input"
+            )
 
 
 def _check_state_once(graph: _Graph, outputs: Sequence[StreamOutput], where: str) -> None:

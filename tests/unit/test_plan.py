@@ -86,6 +86,22 @@ def test_bad_queries_are_refused(name, sinks, message):
         plan_pipeline(bad)
 
 
+def test_an_aggregation_without_a_watermark_needs_update_mode():
+    """Spark refuses it only when the query starts, after --full-refresh emptied the tables."""
+    pipeline = Registry().get("order_status")
+    (orders,) = pipeline.queries
+    plan_pipeline(pipeline)
+    windowed = replace(orders, output_mode="append", sinks={"order_counts": "order_counts"})
+    plan_pipeline(replace(pipeline, queries=(windowed,)))  # watermarked: append closes windows
+    appended = replace(pipeline, queries=(replace(orders, output_mode="append"),))
+    message = (
+        r"order_totals.sql: aggregation order_totals has no WATERMARK upstream, so query orders "
+        r"cannot run in append mode .* set `output_mode: update` for query orders"
+    )
+    with pytest.raises(UserError, match=message):
+        plan_pipeline(appended)
+
+
 def test_settings_are_checked(pipeline):
     with pytest.raises(UserError, match="--conf nope"):
         pipeline.with_settings({"nope": "1"})
