@@ -59,7 +59,7 @@ __all__ = [
 
 #: The columns of the source view, by source kind (engine/sources).
 SOURCE_COLUMNS: Mapping[str, tuple[str, ...]] = {
-    "files": ("value", "source_file", "origin", "timestamp"),
+    "files": ("value", "origin", "timestamp"),
     "kafka": ("key", "value", "topic", "partition", "offset", "timestamp", "origin"),
     "socket": ("value", "timestamp", "origin"),
     # A delta source adds these to its table's columns (source_columns).

@@ -46,7 +46,6 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
     # The folder itself is escaped: g[1] is that folder, not g1.
     return reader.text(_GLOB.sub(r"\\\1", str(folder))).selectExpr(
         "value",
-        "_metadata.file_path AS source_file",
         "_metadata.file_path AS origin",
         # A file's lines arrived when the file was last written.
         "_metadata.file_modification_time AS timestamp",

@@ -12,6 +12,6 @@
 -- CONSTRAINT finite_prices EXPECT (forall(items, i -> NOT isnan(i.price) AND abs(i.price) != double('Infinity'))) ON VIOLATION DROP ROW
 -- CONSTRAINT finite_amounts EXPECT (forall(items, i -> abs(i.price * i.quantity) != double('Infinity'))) ON VIOLATION DROP ROW
 CREATE OR REPLACE TEMP VIEW checked_lines AS
-SELECT raw, source_file, customer_id, event_time, event_type, items, source, logged_out
+SELECT raw, origin, customer_id, event_time, event_type, items, source, logged_out
 FROM parsed_logs
 WHERE reject_reason IS NULL

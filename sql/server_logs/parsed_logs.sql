@@ -11,7 +11,7 @@ WITH texts AS (
   -- Spark's text source keeps a line's bytes as they are. A line that is not valid UTF-8 is
   -- not parsed (a parser would read replacement characters) and its raw text is the base64 of
   -- its bytes, so the quarantine keeps it losslessly.
-  SELECT value, source_file, coalesce(is_valid_utf8(value), true) AS utf8
+  SELECT value, origin, coalesce(is_valid_utf8(value), true) AS utf8
   FROM raw_logs
 ),
 lines AS (
@@ -20,7 +20,7 @@ lines AS (
     -- base64 breaks its text into lines of 76 characters (spark.sql.chunkBase64String.enabled):
     -- without the breaks raw is one plain base64 string, whatever that setting.
     if(utf8, value, regexp_replace(base64(CAST(value AS BINARY)), '\\s', '')) AS raw,
-    source_file,
+    origin,
     from_json(
       if(utf8, value, NULL),
       'CustomerId STRING, timestamp STRING, Source STRING,
@@ -64,7 +64,7 @@ checked AS (
   SELECT
     utf8,
     raw,
-    source_file,
+    origin,
     j,
     coalesce(
       j._corrupt_record IS NULL
@@ -208,7 +208,7 @@ fields AS (
   SELECT
     utf8,
     raw,
-    source_file,
+    origin,
     regular,
     utf8 AND NOT regular AND doc IS NULL AS malformed,
     doc IS NOT NULL
@@ -298,7 +298,7 @@ judged AS (
 )
 SELECT
   raw,
-  source_file,
+  origin,
   customer_id,
   if(reject_reason IS NULL, event_time, NULL) AS event_time,
   event_type,

@@ -4,7 +4,7 @@
 CREATE OR REPLACE TEMP VIEW quarantine AS
 SELECT
   'server_logs' AS pipeline,
-  source_file AS source,
+  origin AS source,
   raw,
   reject_reason AS reason,
   current_timestamp() AS ingested_at

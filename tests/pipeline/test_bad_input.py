@@ -91,7 +91,6 @@ def parse(
     # The columns engine/sources gives a folder of files, read once instead of streamed.
     session.read.text(str(path)).selectExpr(
         "value",
-        "_metadata.file_path AS source_file",
         "_metadata.file_path AS origin",
         "_metadata.file_modification_time AS timestamp",
     ).createOrReplaceTempView(raw_view)

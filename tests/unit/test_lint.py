@@ -7,7 +7,7 @@ import pytest
 
 from engine.commands import main
 from engine.definitions.pipeline import Registry
-from engine.lint import Finding, lint_pipelines, schema_columns
+from engine.lint import Finding, lint_pipeline, lint_pipelines, schema_columns
 from tests.conftest import copy_project
 from tests.conftest import edit as replace_once
 
@@ -357,6 +357,16 @@ def test_project_sql_is_clean_but_for_two_warnings(capsys: pytest.CaptureFixture
         TOTALS_WARNING,
         "lint: 5 pipelines, 23 SQL files, no errors, 2 warnings",
     ]
+
+
+@pytest.mark.parametrize("name", ["server_logs", "user_activity", "sensor_cep"])
+@pytest.mark.parametrize("kind", ["files", "kafka"])
+def test_sql_reads_only_the_columns_every_source_has(name: str, kind: str) -> None:
+    """`--conf source.kind=kafka` runs the same SQL (server_logs read a files-only column)."""
+    pipeline = Registry().get(name).with_settings({"source.kind": kind, "source.topic": "t"})
+    assert pipeline.source.kind == kind
+    _, findings = lint_pipeline(pipeline)
+    assert [f for f in findings if f.severity == "error"] == []
 
 
 @pytest.mark.parametrize(
