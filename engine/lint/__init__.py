@@ -11,8 +11,9 @@ safety (state without a watermark, ORDER BY/LIMIT, non-deterministic keys).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
@@ -55,6 +56,7 @@ __all__ = [
     "schema_columns",
     "silenced",
     "source_columns",
+    "unused_noqa",
 ]
 
 #: The columns of the source view, by source kind (engine/sources).
@@ -148,6 +150,40 @@ def silenced(finding: Finding) -> bool:
         return False
     codes = said["codes"]
     return codes is None or finding.code in {c.strip().lower() for c in codes.split(",")}
+
+
+def unused_noqa(paths: Iterable[Path], quiet: Iterable[Finding]) -> list[Finding]:
+    """A warning for each `-- noqa` (or code of one) in `paths` that silenced none of `quiet`:
+    a stale one would hide the next warning of its line (ruff's RUF100)."""
+    used: dict[tuple[Path, int | None], set[str]] = {}
+    for finding in quiet:
+        used.setdefault((finding.path.resolve(), finding.line), set()).add(finding.code)
+    found: list[Finding] = []
+    for path in paths:
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue  # a file that does not load is a finding of its own
+        for number, line in enumerate(lines, 1):
+            said = _NOQA.search(line)
+            if not said:
+                continue
+            done = used.get((path.resolve(), number), set())
+            codes = said["codes"]
+            wanted = {c.strip().lower() for c in codes.split(",")} if codes else set()
+            if (codes and wanted <= done) or (not codes and done):
+                continue
+            if codes:
+                stale = sorted(wanted - done)
+                one = len(stale) == 1
+                message = (
+                    f"noqa code{'' if one else 's'} {', '.join(stale)} silence{'s' if one else ''}"
+                    f" no warning on this line; remove {'it' if one else 'them'}"
+                )
+            else:
+                message = f"`{said[0]}` silences no warning on this line; remove it"
+            found.append(Finding(path, number, said.start() + 1, "unused-noqa", message, "warning"))
+    return found
 
 
 def schema_columns(ddl: str) -> list[str]:
@@ -569,5 +605,7 @@ def lint_pipelines(registry: Registry, names: Sequence[str] = ()) -> LintResult:
         findings += found
     # As a set: pipelines share tables (quarantine), and a suite's finding is said once.
     quiet = {f for f in findings if silenced(f)}
-    shown = sorted(set(findings) - quiet, key=Finding.sort_key)
+    commented = [f for p in pipelines for f in (p.path, *sorted(p.sql_dir.glob("*.sql")))]
+    stale = unused_noqa(commented, quiet)
+    shown = sorted((set(findings) - quiet) | set(stale), key=Finding.sort_key)
     return LintResult(len(pipelines), files, tuple(shown), silenced=len(quiet))

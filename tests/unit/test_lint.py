@@ -369,37 +369,54 @@ def test_sql_reads_only_the_columns_every_source_has(name: str, kind: str) -> No
     assert [f for f in findings if f.severity == "error"] == []
 
 
+UNBOUNDED = "7:15: warning: aggregation without a WATERMARK upstream"
+
+
 @pytest.mark.parametrize(
-    ("comment", "silenced"),
+    ("comment", "shown", "summary"),
     [
-        ("  -- noqa: unbounded-aggregation (four statuses)", True),
-        ("  -- NOQA", True),
-        ("  -- noqa: non-deterministic-key, unbounded-aggregation", True),
-        ("  -- noqa: unknown-column", False),  # another code
-        ("  -- no qa", False),
+        (
+            "  -- noqa: unbounded-aggregation (four statuses)",
+            [],
+            "no findings (1 silenced by noqa)",
+        ),
+        ("  -- NOQA", [], "no findings (1 silenced by noqa)"),
+        # A code that silences nothing is a warning of its own: a stale one would hide the
+        # next warning of its line.
+        (
+            "  -- noqa: non-deterministic-key, unbounded-aggregation",
+            ["7:18: warning: noqa code non-deterministic-key silences no warning on this line"],
+            "no errors, 1 warning (1 silenced by noqa)",
+        ),
+        (
+            "  -- noqa: unknown-column",
+            [UNBOUNDED, "7:18: warning: noqa code unknown-column silences no warning on this line"],
+            "no errors, 2 warnings",
+        ),
+        ("  -- no qa", [UNBOUNDED], "no errors, 1 warning"),
     ],
 )
 def test_noqa_on_its_line_silences_a_warning(
-    project: Path, capsys: pytest.CaptureFixture[str], comment: str, silenced: bool
+    project: Path, capsys: pytest.CaptureFixture[str], comment: str, shown: list[str], summary: str
 ) -> None:
     edit(project, TOTALS, "GROUP BY status\n", f"GROUP BY status{comment}\n")
     code, out = run_lint(project, capsys, "order_status")
     assert code == 0
-    if silenced:
-        assert out.splitlines() == [
-            "lint: 1 pipeline, 4 SQL files, no findings (1 silenced by noqa)"
-        ]
-    else:
-        assert out.splitlines()[-1] == "lint: 1 pipeline, 4 SQL files, no errors, 1 warning"
+    *lines, last = out.splitlines()
+    assert len(lines) == len(shown), out
+    for line, expected in zip(lines, shown, strict=True):
+        assert line.removeprefix(f"{project}/").startswith(f"{TOTALS}:{expected}"), line
+    assert last == f"lint: 1 pipeline, 4 SQL files, {summary}"
 
 
 def test_noqa_does_not_silence_an_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # `run` would stop on the error all the same.
+    # `run` would stop on the error all the same, so the noqa silences nothing.
     edit(project, TOTALS, "count(*) AS orders,", "count(*) AS orders, nope,  -- noqa")
     code, out = run_lint(project, capsys, "order_status")
     assert code == 1
     assert "unknown column 'nope'" in out
-    assert out.splitlines()[-1] == ("lint: 1 pipeline, 4 SQL files, 1 error, 1 warning")
+    assert f"{project}/{TOTALS}:4:43: warning: `-- noqa` silences no warning on this line" in out
+    assert out.splitlines()[-1] == ("lint: 1 pipeline, 4 SQL files, 1 error, 2 warnings")
 
 
 def test_findings_as_json_rows(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
