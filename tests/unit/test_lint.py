@@ -456,6 +456,13 @@ def test_clean_pipeline_and_unknown_pipeline(
     assert "unknown pipeline 'nope'" in capsys.readouterr().err
 
 
+def test_an_unused_noqa_in_the_pipeline_yaml(project: Path) -> None:
+    edit(project, "pipelines/order_status.yaml", "settings: {}", "settings: {}  # noqa")
+    findings = lint_pipelines(Registry(project / "pipelines"), ["order_status"]).findings
+    stale = [(f.path.name, f.line, f.code, f.severity) for f in findings if f.code == "unused-noqa"]
+    assert stale == [("order_status.yaml", 23, "unused-noqa", "warning")]
+
+
 def test_findings_sorted_by_file_then_line(project: Path) -> None:
     edit(project, TOTALS, "max(arrival_time)", "max(arrived_at)")
     edit(project, TOTALS, "SELECT status", "SELECT nope, status")
