@@ -218,6 +218,14 @@ def check_tables(
         if owner.is_file() and not new_checkpoint:
             wrote = json.loads(owner.read_text())
             if wrote.get("checkpoint_id") != current:
+                if Path(str(wrote.get("checkpoint"))).resolve() == checkpoint.resolve():
+                    # Same folder, another checkpoint: it was deleted (or replaced) since.
+                    raise UserError(
+                        f"table {name}: {where} wrote it from checkpoint {checkpoint}, which has "
+                        "been deleted or replaced since: restore that folder, or run with "
+                        "--new-checkpoint to write from a new one (the input is then read again "
+                        "from its start), or --full-refresh to rebuild the tables"
+                    )
                 raise UserError(
                     f"table {name}: {where} writes it from checkpoint {wrote.get('checkpoint')}, "
                     f"not {checkpoint}: pass that folder with --checkpoints, or --new-checkpoint "

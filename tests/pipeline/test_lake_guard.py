@@ -67,6 +67,24 @@ def test_a_checkpoint_typo_is_refused_and_writes_nothing(finished: Path):
     check(finished, finished / "_checkpoint" / "server_logs" / "main", new_checkpoint=True)
 
 
+def test_a_deleted_checkpoint_is_named_as_such(lake: Path):
+    """The same folder made anew: "writes it from checkpoint X, not X" told the user nothing."""
+    checkpoint = lake / "_checkpoints" / "server_logs" / "main"
+    for table in TABLES:  # as if the run had written this copy of the lake
+        owner = lake / table / "_writers" / "server_logs.main.json"
+        owner.write_text(
+            json.dumps({**json.loads(owner.read_text()), "checkpoint": str(checkpoint)})
+        )
+    shutil.rmtree(checkpoint)
+    with pytest.raises(UserError) as refused:
+        check(lake)
+    assert str(refused.value).startswith(
+        f"table events: server_logs/main wrote it from checkpoint {checkpoint}, which has been "
+        "deleted or replaced since: restore that folder, or run with --new-checkpoint"
+    )
+    check(lake, new_checkpoint=True)
+
+
 def test_a_table_that_moved_from_another_query_is_refused(lake: Path):
     """A lake from before the queries were derived: sessions was written by query sessions.
     main has committed batches without it, so its rows follow another checkpoint."""
