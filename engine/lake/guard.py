@@ -26,6 +26,7 @@ from deltalake import DeltaTable
 from engine.errors import UserError, first_line
 
 __all__ = [
+    "check_readable",
     "check_tables",
     "checkpoint_id",
     "claim_table",
@@ -178,6 +179,17 @@ def _check_files(name: str, path: Path, table: DeltaTable) -> None:
         )
 
 
+def check_readable(name: str, path: Path) -> DeltaTable:
+    """The table at `path`, once its Delta log is known whole; a UserError naming the damage."""
+    _check_log(name, path)
+    try:
+        table = DeltaTable(str(path))
+    except Exception as err:  # delta-rs raises several types for an unreadable log
+        raise UserError(f"table {name}: Delta log does not read: {first_line(err)}") from None
+    _check_files(name, path, table)
+    return table
+
+
 def check_tables(
     *,
     pipeline: str,
@@ -231,12 +243,7 @@ def check_tables(
                     f"not {checkpoint}: pass that folder with --checkpoints, or --new-checkpoint "
                     "to write from this one (the input is then read again from its start)"
                 )
-        _check_log(name, path)
-        try:
-            table = DeltaTable(str(path))
-        except Exception as err:  # delta-rs raises several types for an unreadable log
-            raise UserError(f"table {name}: Delta log does not read: {first_line(err)}") from None
-        _check_files(name, path, table)
+        table = check_readable(name, path)
         if expected is None or current is None:
             continue
         done = table.transaction_version(writer_id(pipeline, query, checkpoint))

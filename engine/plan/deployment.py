@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 from engine.definitions.pipeline import Pipeline, QuerySpec
 from engine.errors import UserError, first_line
-from engine.lake.guard import WRITERS_DIR, check_tables, last_committed
+from engine.lake.guard import WRITERS_DIR, check_readable, check_tables, last_committed
 from engine.plan.fingerprint import (
     Fingerprint,
     conf_changes,
@@ -276,6 +276,7 @@ def _query_action(
         problem = replay_problem(plan.pipeline, checkpoint, input_path=input_path)
         if problem:
             reasons.insert(0, f"--full-refresh: {problem}; the tables were left as they are")
+        reasons += [_unreadable(t, lake / t) for t in spec.sinks if _unreadable(t, lake / t)]
         verb = "refuse" if reasons else "rebuild"
         return QueryAction(spec.name, checkpoint, verb, fingerprint, tuple(reasons))
     try:
@@ -389,6 +390,22 @@ def plan_deployment(
                 "checkpoint) with the tables named"
             )
     return Deployment(pipeline.name, tables, queries, tuple(notes))
+
+
+def _unreadable(name: str, path: Path) -> str | None:
+    # A rebuild empties a table with a new version, which a damaged log cannot take: said
+    # before the checkpoint is set aside, not half way through.
+    if not (path / "_delta_log").is_dir():
+        return None
+    try:
+        check_readable(name, path)
+    except UserError as err:
+        damage = first_line(err).split("; ")[0]  # without the guard's own advice
+        return (
+            f"--full-refresh: {damage}; it cannot be emptied: restore its log, or move its "
+            f"folder {path} away and run again (the rebuild creates the table anew)"
+        )
+    return None
 
 
 def set_aside(checkpoint: Path) -> Path | None:

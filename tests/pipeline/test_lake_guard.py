@@ -156,3 +156,24 @@ def test_a_damaged_table_is_refused_with_its_name(
         check(lake)
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_full_refresh_of_a_damaged_table_is_refused_before_the_checkpoint_moves(lake: Path):
+    """Emptying needs a readable log: the rebuild stopped on delta-rs' own error after it had
+    set the checkpoint aside."""
+    truncate_half(lake / "events")
+    args = ["run", "server_logs", "--once", "--lake", str(lake), "--full-refresh", "events"]
+    refused = runner(*args)
+    assert refused.returncode == 2
+    line = one_error_line(refused)
+    assert line.startswith("error: --full-refresh: table events: Delta log is damaged: ")
+    assert line.endswith(
+        f"move its folder {lake / 'events'} away and run again (the rebuild creates the table anew)"
+    )
+    checkpoints = lake / "_checkpoints" / "server_logs"
+    assert [p.name for p in checkpoints.iterdir()] == ["main"]
+    # As the message says: the folder moved away, the rebuild makes the table anew.
+    (lake / "events").rename(lake.parent / "events.damaged")
+    dry = runner(*args, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "query main: start again from the beginning of the input" in dry.stdout
