@@ -276,7 +276,7 @@ def _query_action(
         problem = replay_problem(plan.pipeline, checkpoint, input_path=input_path)
         if problem:
             reasons.insert(0, f"--full-refresh: {problem}; the tables were left as they are")
-        reasons += [_unreadable(t, lake / t) for t in spec.sinks if _unreadable(t, lake / t)]
+        reasons += [r for t in spec.sinks if (r := _unreadable(t, lake / t))]
         verb = "refuse" if reasons else "rebuild"
         return QueryAction(spec.name, checkpoint, verb, fingerprint, tuple(reasons))
     try:
