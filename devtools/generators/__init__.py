@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
@@ -61,7 +62,8 @@ class GenerateFunction(Protocol):
 
 @dataclass(frozen=True)
 class Generator:
-    """A pipeline's generator: its function, and whether ``--out`` may be a Kafka topic."""
+    """A pipeline's generator: its function, and whether it writes a Kafka topic itself (with
+    keys); the others write part files, which ``--out kafka://`` sends on line by line."""
 
     function: GenerateFunction
     kafka: bool
@@ -100,12 +102,31 @@ def generate(
         raise UserError(
             f"generate: no generator for pipeline '{pipeline}' (have: {', '.join(sorted(known))})"
         )
-    if out.startswith("kafka:") and not generator.kafka:
-        raise UserError(f"--out: {pipeline}'s generator writes part files to a folder, not Kafka")
+    options = {"events": events, "seed": seed, "faults": faults, "progress": progress}
     try:
-        return generator.function(out, events=events, seed=seed, faults=faults, progress=progress)
+        if out.startswith("kafka:") and not generator.kafka:
+            return _through_folder(generator.function, out, options)
+        return generator.function(out, **options)
     except FileExistsError:
         raise UserError(f"--out: {out} exists and is not empty") from None
+
+
+def _through_folder(function: GenerateFunction, out: str, options: dict[str, Any]) -> Summary:
+    """Run a generator of part files into a scratch folder, then send their lines to the
+    topic in file order, as the bytes written, split where Spark splits lines; the broker is
+    checked first."""
+    from devtools.generators.kafka_out import KafkaTopic, parse_kafka_url
+
+    topic = KafkaTopic(*parse_kafka_url(out))
+    try:
+        with tempfile.TemporaryDirectory(prefix="generate-") as scratch:
+            folder = Path(scratch) / "parts"
+            summary = function(folder, **options)
+            parts = sorted(folder.glob("part-*.json"))
+            topic.write((line, None) for p in parts for line in p.read_bytes().splitlines())
+    finally:
+        topic.close()
+    return replace(summary, files=0)  # type: ignore[type-var]
 
 
 @contextmanager

@@ -68,16 +68,20 @@ class KafkaTopic:
             self._kafka.close()
             raise
 
-    def write(self, lines: Iterable[tuple[str, str | None]], report: Callable[[], None]) -> None:
-        """Produce every ``(text, key)`` in order (key None: no key); UserError if one failed.
-
-        ``report`` is called every 1000 lines, e.g. to move a progress bar.
+    def write(
+        self,
+        lines: Iterable[tuple[str | bytes, str | None]],
+        report: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Produce every ``(text, key)`` in order (key None: no key; text as str or as the
+        bytes to send); UserError if one failed. ``report`` is called every 1000 lines, e.g.
+        to move a progress bar.
         """
         from confluent_kafka import KafkaException
 
         try:
             for number, (text, key) in enumerate(lines):
-                self._kafka.send(self._topic, text.encode(), key)
+                self._kafka.send(self._topic, text, key)
                 if number % 1000 == 0:
                     report()
             self._kafka.flush(60)

@@ -4,16 +4,19 @@ overwriting, a progress bar on stderr, a summary, and the registry `runner.py ge
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from devtools.generators import Summary, generators
+from devtools.broker import Broker
+from devtools.generators import Summary, generate, generators
 from devtools.generators.order_status import generate_order_status
 from devtools.generators.sensor_cep import generate_sensor_cep
 from devtools.generators.user_activity import generate_user_activity
 from engine.commands import main
+from tests.conftest import consume
 
 GENERATORS = [generate_sensor_cep, generate_user_activity, generate_order_status]
 
@@ -83,8 +86,8 @@ def test_the_registry_knows_the_seeded_pipelines() -> None:
             "(have: order_status, sensor_cep, server_logs, user_activity)",
         ),
         (
-            ["server_logs", "--out", "kafka://127.0.0.1:9092/logs"],
-            "error: --out: server_logs's generator writes part files to a folder, not Kafka",
+            ["server_logs", "--out", "kafka://127.0.0.1/logs"],
+            "error: --out: expected kafka://HOST:PORT/TOPIC, got 'kafka://127.0.0.1/logs'",
         ),
     ],
 )
@@ -99,3 +102,20 @@ def test_generate_into_a_non_empty_folder_is_one_line(tmp_path: Path, capsys) ->
     # The progress bar may be on stderr before it.
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"error: --out: {tmp_path} exists and is not empty"
+
+
+def test_part_file_generators_send_the_same_lines_to_kafka(tmp_path: Path) -> None:
+    """server_logs and user_activity write part files; `--out kafka://` sends their lines in
+    file order, as the bytes written."""
+    with Broker().start(["logs", "activity"]) as broker:
+        for pipeline, topic in (("server_logs", "logs"), ("user_activity", "activity")):
+            folder = tmp_path / pipeline
+            expected = generate(pipeline, str(folder), events=2000, seed=2, faults=True)
+            out = f"kafka://{broker.servers}/{topic}"
+            summary = generate(pipeline, out, events=2000, seed=2, faults=True)
+            assert summary == replace(expected, files=0)  # type: ignore[type-var]
+            parts = sorted(folder.iterdir())
+            lines = [line for part in parts for line in part.read_bytes().splitlines()]
+            assert len(lines) == summary.lines
+            sent = consume(broker.servers, topic, expect=len(lines))
+            assert [m.value() for m in sent] == lines
