@@ -18,7 +18,7 @@ def execute(args: argparse.Namespace) -> int:
     """Write the files, then print the commands that run and check it."""
     from engine.scaffold import init_pipeline
 
-    project = registry(args).project
+    project = registry(args, may_be_new=True).project
     written = init_pipeline(args.name, project)
     root = project.root
     for path in written:

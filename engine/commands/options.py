@@ -88,9 +88,15 @@ def add_format(parser: argparse.ArgumentParser, *, text: bool = False) -> None:
     )
 
 
-def registry(args: argparse.Namespace) -> Registry:
-    """The pipelines of `--pipelines`, else the project's own."""
-    return Registry(Path(args.pipelines)) if args.pipelines else Registry()
+def registry(args: argparse.Namespace, *, may_be_new: bool = False) -> Registry:
+    """The pipelines of `--pipelines`, else the project's own; a folder that is not there is
+    a UserError unless `may_be_new` (`init` makes it)."""
+    if not args.pipelines:
+        return Registry()
+    folder = Path(args.pipelines)
+    if not may_be_new and not folder.is_dir():
+        raise UserError(f"--pipelines {args.pipelines}: no such folder")
+    return Registry(folder)
 
 
 def lake_log_file(lake: Path) -> Path:

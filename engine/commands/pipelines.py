@@ -16,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Print each pipeline with its description, then one line per query."""
     found = registry(args)
+    if not found.names():
+        print(f"no pipelines in {found.folder} (`runner.py init NAME` writes one)")
     for name in found.names():
         p = found.get(name)
         print(f"{name}: {p.description}")

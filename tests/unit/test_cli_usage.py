@@ -77,6 +77,25 @@ def test_pipelines_folder_before_or_after_the_command(
     assert listed.startswith("shop") and "server_logs" not in listed
 
 
+@pytest.mark.parametrize("command", [["pipelines"], ["run", "shop", "--once"], ["lint"]])
+def test_a_pipelines_folder_that_is_not_there_is_one_line(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `pipelines` listed nothing and exited 0; `run` said "unknown pipeline (pipelines: none)".
+    missing = tmp_path / "typo" / "pipelines"
+    assert main(["--pipelines", str(missing), *command]) == 2
+    assert capsys.readouterr().err == f"error: --pipelines {missing}: no such folder\n"
+
+
+def test_an_empty_pipelines_folder_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--pipelines", str(tmp_path), "pipelines"]) == 0
+    assert capsys.readouterr().out == (
+        f"no pipelines in {tmp_path} (`runner.py init NAME` writes one)\n"
+    )
+
+
 def commands() -> dict[str, argparse.ArgumentParser]:
     """Each command's parser, by name."""
     actions = build_parser()._actions
