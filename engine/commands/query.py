@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.commands.options import add_format, add_lake, at_least, lake_log_file
+from engine.commands.options import add_format, add_lake, at_least
 
 HELP = "run read-only Spark SQL over the lake's tables"
 
@@ -47,10 +47,13 @@ def execute(args: argparse.Namespace) -> int:
 
         print_rows(run_duckdb(args.sql, lake, snapshot), args.format)
         return 0
+    from engine.runtime.scratch import scratch_folder
     from engine.runtime.session import get_spark
 
     conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
-    spark = get_spark(conf, log_file=None if args.debug else lake_log_file(lake))
+    # Read-only: Spark's log goes to a folder of this process's, not to <lake>/_logs.
+    log = None if args.debug else scratch_folder("streamlake-query-") / "spark.log"
+    spark = get_spark(conf, log_file=log)
     result = run_query(spark, args.sql, lake, snapshot)
     if explained_query(args.sql) is not None and args.format == "table":
         print(result.column("plan")[0].as_py().rstrip("\n"))  # the plan as Spark prints it

@@ -498,10 +498,21 @@ def query_on_spark(lake: Path, cwd: Path, sql: str, *options: str) -> str:
     return result.stdout
 
 
+def files_of(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file below `folder` with its size and modification time."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
 def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_path):
     sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
+    before = files_of(lake)
     out = query_on_spark(lake, tmp_path, sql, "--format", "json")
     assert list(tmp_path.iterdir()) == []  # read-only: not even a spark-warehouse/ here
+    assert files_of(lake) == before  # nor Spark's log in <lake>/_logs
 
     def refuse(token: str) -> Any:
         raise ValueError(f"not JSON: {token}")
