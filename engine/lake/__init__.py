@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from deltalake import DeltaTable
 
 from engine.errors import UserError, first_line
+from engine.lake.guard import open_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,12 +80,15 @@ class Snapshot:
     def open(self, name: str, path: Path) -> DeltaTable:
         """The Delta table at this snapshot; a version it does not have, or a time before its
         earliest version, is a user error."""
-        try:
-            table = DeltaTable(str(path), version=self.version)
-            if self.as_of is not None:
-                table.load_as_version(self.as_of)
-        except Exception as err:  # delta-rs raises several types for a missing version
-            raise UserError(self._missing(name, path, err)) from None
+        if self.version is None and self.as_of is None:
+            table = open_table(name, path)
+        else:
+            try:
+                table = DeltaTable(str(path), version=self.version)
+                if self.as_of is not None:
+                    table.load_as_version(self.as_of)
+            except Exception as err:  # delta-rs raises several types for a missing version
+                raise UserError(self._missing(name, path, err)) from None
         # delta-rs gives the earliest version for a time before it; Delta's own time travel
         # refuses that time, and a table that did not exist then has no rows to show.
         committed = None if self.as_of is None else commit_time(path, table.version())

@@ -31,6 +31,7 @@ __all__ = [
     "checkpoint_id",
     "claim_table",
     "last_committed",
+    "open_table",
     "record_batch",
     "release_table",
     "write_json",
@@ -188,6 +189,15 @@ def check_readable(name: str, path: Path) -> DeltaTable:
         raise UserError(f"table {name}: Delta log does not read: {first_line(err)}") from None
     _check_files(name, path, table)
     return table
+
+
+def open_table(name: str, path: Path) -> DeltaTable:
+    """The table at `path` for reading; when delta-rs cannot open it, a UserError naming the
+    damage (the log is checked only then, so a read costs nothing more)."""
+    try:
+        return DeltaTable(str(path))
+    except Exception:  # delta-rs raises several types for an unreadable log
+        return check_readable(name, path)
 
 
 def check_tables(

@@ -12,6 +12,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from engine.lake import commit_time, lake_tables
+from engine.lake.guard import open_table
 from engine.errors import UserError
 
 __all__ = ["HISTORY_SCHEMA", "rows_written", "table_history"]
@@ -79,7 +80,8 @@ def table_history(lake: Path, name: str, *, last: int | None = None) -> pa.Table
     if name not in tables:
         known = ", ".join(tables) or "none"
         raise UserError(f"history: unknown table '{name}' in {lake} (tables: {known})")
-    commits = sorted(DeltaTable(str(tables[name])).history(limit=last), key=lambda c: -c["version"])
+    history = open_table(name, tables[name]).history(limit=last)
+    commits = sorted(history, key=lambda c: -c["version"])
     rows = [
         {
             "version": c["version"],

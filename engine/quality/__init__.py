@@ -20,6 +20,7 @@ from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
 from engine.lake import dataset, lake_tables, read_arrow, scanner
 from engine.lake.event_log import Event, EventLog
+from engine.lake.guard import open_table
 from engine.lake.values import json_safe
 from engine.project import PROJECT, Project
 from engine.quality.html import Check, TableHistory, write_report_html
@@ -210,7 +211,7 @@ def _first_rewrite(path: Path, since: int, version: int) -> int | None:
 
 
 def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.Table]:
-    delta = DeltaTable(str(path))
+    delta = open_table(table.name, path)
     version = delta.version()
     if since is None or since > version:  # never validated, or the table was recreated
         return version, "whole table", read_arrow(delta)

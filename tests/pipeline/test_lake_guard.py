@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.commands import main
 from engine.definitions.pipeline import Registry
 from engine.errors import UserError
 from engine.lake.guard import check_tables, release_table
@@ -177,3 +178,19 @@ def test_full_refresh_of_a_damaged_table_is_refused_before_the_checkpoint_moves(
     dry = runner(*args, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "query main: start again from the beginning of the input" in dry.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["query", "SELECT count(*) FROM events"], ["history", "events"], ["quality", "events"]],
+)
+def test_reading_a_damaged_table_names_it(
+    lake: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+):
+    """Each said delta-rs' own `Kernel error: Json error: ...`, without the table (quality
+    with exit 1, as for a failed check)."""
+    truncate_half(lake / "events")
+    assert main([*command, "--lake", str(lake)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: table events: Delta log is damaged: "), err
+    assert len(err.splitlines()) == 1
