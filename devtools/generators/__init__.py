@@ -62,8 +62,9 @@ class GenerateFunction(Protocol):
 
 @dataclass(frozen=True)
 class Generator:
-    """A pipeline's generator: its function, and whether it writes a Kafka topic itself (with
-    keys); the others write part files, which ``--out kafka://`` sends on line by line."""
+    """A pipeline's generator: its function, and whether it writes a Kafka topic itself (one
+    stream of lines, `write_lines`); the others lay out part files, whose lines ``--out
+    kafka://`` sends on in order."""
 
     function: GenerateFunction
     kafka: bool
