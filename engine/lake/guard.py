@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 WRITERS_DIR = "_writers"
+#: How a table whose log is damaged is rebuilt: --full-refresh cannot empty a log that does not
+#: read, so the folder goes first and the rebuild creates the table anew.
+_REBUILD_DAMAGED = "or move the table's folder away and rebuild it with --full-refresh"
 BATCHES_FILE = "lake_batches.json"
 
 
@@ -137,14 +140,14 @@ def _check_log(name: str, table: Path) -> None:
     if lost:
         raise UserError(
             f"table {name}: Delta log is missing commit {min(lost)} (its checksum file is "
-            "there): restore the table's _delta_log, or rebuild the table"
+            f"there): restore the table's _delta_log, {_REBUILD_DAMAGED}"
         )
     versions = [v for v in versions if v >= start]
     for expected, version in enumerate(versions, start=versions[0] if versions else start):
         if version != expected:
             raise UserError(
                 f"table {name}: Delta log is missing commit {expected} (has {version}): "
-                "restore the table's _delta_log, or rebuild the table"
+                f"restore the table's _delta_log, {_REBUILD_DAMAGED}"
             )
         commit = log / f"{version:020d}.json"
         lines = commit.read_text(errors="replace").splitlines()
@@ -158,7 +161,7 @@ def _check_log(name: str, table: Path) -> None:
             reason = str(err) if str(err) == "it is empty" else "it does not parse as JSON"
             raise UserError(
                 f"table {name}: Delta log is damaged: {commit} {reason}; restore the file, "
-                "or rebuild the table"
+                f"{_REBUILD_DAMAGED}"
             ) from None
 
 
@@ -176,7 +179,7 @@ def _check_files(name: str, path: Path, table: DeltaTable) -> None:
         raise UserError(
             f"table {name}: Delta log is damaged: version {table.version()} has "
             f"{len(table.file_uris())} data files, its checksum file says {counted}; restore "
-            "the table's _delta_log, or rebuild the table"
+            f"the table's _delta_log, {_REBUILD_DAMAGED}"
         )
 
 
@@ -186,7 +189,10 @@ def check_readable(name: str, path: Path) -> DeltaTable:
     try:
         table = DeltaTable(str(path))
     except Exception as err:  # delta-rs raises several types for an unreadable log
-        raise UserError(f"table {name}: Delta log does not read: {first_line(err)}") from None
+        raise UserError(
+            f"table {name}: Delta log does not read: {first_line(err)}; restore the table's "
+            f"_delta_log, {_REBUILD_DAMAGED}"
+        ) from None
     _check_files(name, path, table)
     return table
 

@@ -394,17 +394,14 @@ def plan_deployment(
 
 def _unreadable(name: str, path: Path) -> str | None:
     # A rebuild empties a table with a new version, which a damaged log cannot take: said
-    # before the checkpoint is set aside, not half way through.
+    # before the checkpoint is set aside, not half way through (the guard's message says
+    # what to do instead).
     if not (path / "_delta_log").is_dir():
         return None
     try:
         check_readable(name, path)
     except UserError as err:
-        damage = first_line(err).split("; ")[0]  # without the guard's own advice
-        return (
-            f"--full-refresh: {damage}; it cannot be emptied: restore its log, or move its "
-            f"folder {path} away and run again (the rebuild creates the table anew)"
-        )
+        return f"--full-refresh cannot empty {name}: {first_line(err)}"
     return None
 
 
