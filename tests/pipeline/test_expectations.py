@@ -65,11 +65,12 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     assert _batch_checks(lake) == [
         {
             "records": {
-                "rows": 8,
-                "dropped": 3,
+                "rows": 9,
+                "dropped": 4,
                 "has_id": 1,
                 "has_event_time": 1,
                 "non_negative_amount": 1,
+                "finite_amount": 1,
                 "known_currency": 1,
             }
         }
@@ -88,7 +89,7 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     (batch,) = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "batch"]
     assert json.loads(batch["details"])["rules"] == {
         "records": {
-            "drop": ["has_id", "has_event_time", "non_negative_amount"],
+            "drop": ["has_id", "has_event_time", "non_negative_amount", "finite_amount"],
             "warn": ["known_currency"],
         }
     }
@@ -100,8 +101,8 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     lines = logged.stdout.splitlines()
     assert [line.split()[3] for line in lines] == ["run_start", "batch", "run_stop", "quality"]
     assert lines[1].endswith(
-        "records: 8 checked, 3 dropped (has_id 1, has_event_time 1, non_negative_amount 1), "
-        "warned: known_currency 1"
+        "records: 9 checked, 4 dropped (has_id 1, has_event_time 1, non_negative_amount 1, "
+        "finite_amount 1), warned: known_currency 1"
     )
     assert lines[3].endswith("shop: passed")
     # Another pipeline's log holds none of it, the validation of shop included.
@@ -160,7 +161,7 @@ def test_fail_update_on_the_batch_part_commits_nothing(spark, tmp_path):
     with pytest.raises(UserError) as caught:
         run_pipeline(spark, plan, RunOptions(lake=lake, once=True, quiet=True), out=io.StringIO())
     assert str(caught.value) == (
-        f"query main: {records}:9: expectation small failed (ON VIOLATION FAIL UPDATE), so the "
+        f"query main: {records}:11: expectation small failed (ON VIOLATION FAIL UPDATE), so the "
         'batch is not committed; row: {"id":"a1","amount":12.5,"currency":"EUR",'
         '"event_time":"2026-01-05T10:00:00.000Z","event_date":"2026-01-05"}'
     )
