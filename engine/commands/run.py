@@ -19,6 +19,7 @@ from engine.commands.options import (
 from engine.errors import UserError
 
 if TYPE_CHECKING:
+    from engine.definitions.pipeline import Registry
     from engine.plan import Plan
     from engine.plan.deployment import Deployment
     from engine.runtime.run import RunOptions
@@ -76,7 +77,8 @@ def execute(args: argparse.Namespace) -> int:
     writer = settings.pop("lake.writer", None)
     if writer not in (None, "spark", "delta-rs"):
         raise UserError(f"--conf lake.writer: spark or delta-rs, not {writer!r}")
-    pipeline = registry(args).get(args.pipeline).with_settings(settings)
+    pipelines = registry(args)
+    pipeline = pipelines.get(args.pipeline).with_settings(settings)
     opts = RunOptions(
         writer=writer,  # type: ignore[arg-type]
         lake=writable_folder("--lake", Path(args.lake).resolve()),
@@ -98,13 +100,15 @@ def execute(args: argparse.Namespace) -> int:
     deployment = _deployment(plan, opts, spark_conf)
     if args.dry_run:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
-        print("\n".join(deployment.lines()))
+        print("\n".join(deployment.lines() + _chained(pipelines, deployment, opts)))
         return EXIT_USAGE if deployment.refusals else 0
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
         result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
         result.report(sys.stdout)
+        for line in _chained(pipelines, deployment, opts):
+            print(line)
         if args.quality:
             from engine.quality import validate_lake
 
@@ -115,6 +119,25 @@ def execute(args: argparse.Namespace) -> int:
             report.print(sys.stdout)
             return 0 if report.passed else EXIT_FAILED
     return 0
+
+
+def _chained(pipelines: Registry, deployment: Deployment, opts: RunOptions) -> list[str]:
+    """A line for each pipeline that streams a table this run rebuilds, from a checkpoint of
+    its own: Delta's stream cannot follow the rewrite, so it is rebuilt too."""
+    rebuilt = {name for name, action in deployment.tables.items() if action.verb == "rebuild"}
+    lines = []
+    for name in pipelines.names():
+        try:
+            source = pipelines.get(name).source
+        except UserError:  # another pipeline's broken spec is for its own run to say
+            continue
+        read = source.table if source.kind == "delta" else None
+        if read in rebuilt and (opts.checkpoint_root / name).is_dir():
+            lines.append(
+                f"table {read}: rebuilt, and pipeline {name} streams it: run {name} with "
+                "--full-refresh too (its stream cannot follow rows rewritten)"
+            )
+    return lines
 
 
 def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:

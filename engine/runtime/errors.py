@@ -36,6 +36,13 @@ _INPUT_ERRORS = ("[FAILED_READ_FILE", "Invalid value ")
 # the user sets the pipeline's, as with the Python source (engine/sources/kafka.py).
 _KAFKA_DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
 _KAFKA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?$", re.M)
+# Delta's streaming source finding rows deleted or rewritten in the table it reads (the
+# writing pipeline's --full-refresh, a DELETE, a MERGE): a stream of appends cannot follow.
+_DELTA_SOURCE_CHANGED = re.compile(
+    r"\[DELTA_SOURCE_(?:IGNORE_DELETE|TABLE_IGNORE_CHANGES)\].*? at version (\d+)\."
+    r".*The source table can be found at path (\S+?)\.?(?:\s|$)",
+    re.S,
+)
 # Spark's Kafka client giving up on a broker that went away mid-batch: Kafka's own clients
 # (default.api.timeout.ms, 60 s; the sink's max.block.ms), or Spark's executor consumer finding
 # no records in a poll (source option kafkaConsumer.pollTimeoutMs, 120 s).
@@ -126,12 +133,21 @@ def _shown(path: str) -> str:
 def as_user_error(err: Exception, prefix: str = "", *, kafka_servers: str = "") -> Exception:
     """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
     KafkaUnavailable) when our code raised it in a worker, an input file could not be read, a
-    source option is invalid, or the Kafka broker at `kafka_servers` lost data or went away;
-    else a RuntimeError."""
+    source option is invalid, a Delta source table had rows rewritten, or the Kafka broker at
+    `kafka_servers` lost data or went away; else a RuntimeError."""
     text = _message(err)
     lost = _kafka_data_loss(text)
     if lost:
         return UserError(prefix + lost)
+    changed = _DELTA_SOURCE_CHANGED.search(text)
+    if changed:
+        version, path = changed.group(1), changed.group(2).removeprefix("file:")
+        return UserError(
+            f"{prefix}delta source: the table {path} had rows deleted or rewritten in its "
+            f"version {version} (its pipeline's --full-refresh, a DELETE or a MERGE), which a "
+            "stream of its appends cannot follow: run again with --full-refresh to read it "
+            "from its start, or set source.skipChangeCommits=true to skip such versions"
+        )
     if kafka_servers:
         full = text + "\n" + _jvm_traces(err)
         config = _KAFKA_CONFIG.search(full)

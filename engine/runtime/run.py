@@ -233,6 +233,7 @@ def _deploy(
     for query in deployment.queries.values():
         out.writelines(f"{note}\n" for note in query.notes)
         write_fingerprint(query.checkpoint, query.fingerprint)
+    out.writelines(f"{note}\n" for note in deployment.notes)
 
 
 def _writer(

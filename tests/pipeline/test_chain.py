@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 from devtools.generators.server_logs import generate_server_logs
 from engine.definitions.pipeline import Registry
@@ -17,12 +18,17 @@ from engine.errors import UserError
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import read_table
+from tests.pipeline.test_cli import runner
 
 
-def run(spark, name: str, lake: Path, input_path: Path | None = None) -> RunResult:
+def run(spark, name: str, lake: Path, input_path: Path | None = None, **options: Any) -> RunResult:
     pipeline = Registry().get(name)
     opts = RunOptions(
-        lake=lake, once=True, quiet=True, input_path=str(input_path) if input_path else None
+        lake=lake,
+        once=True,
+        quiet=True,
+        input_path=str(input_path) if input_path else None,
+        **options,
     )
     return run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
 
@@ -88,6 +94,29 @@ def test_chained_pipelines_give_exact_rows_also_after_a_restart(spark, parts, tm
     idle = run(spark, "customer_spend", lake)
     assert idle.listener.totals["spend"].batches == 0
     assert idle.listener.wait_for_end(idle.listener.runs["spend"], timeout_s=0)
+    assert read_table(lake, "customer_spend") == expected_spend(lake)
+
+    # Rows removed upstream (as a --full-refresh or DELETE does): Delta's stream cannot follow,
+    # so the run stops in one line saying what to do, and --full-refresh does it.
+    planned = runner(
+        *("run", "server_logs", "--dry-run", "--full-refresh", "purchases"),
+        *("--lake", str(lake), "--input", str(logs)),
+    )
+    assert planned.stdout.splitlines()[-1] == (
+        "table purchases: rebuilt, and pipeline customer_spend streams it: run customer_spend "
+        "with --full-refresh too (its stream cannot follow rows rewritten)"
+    )
+    DeltaTable(str(lake / "purchases")).delete("quantity > 1")
+    version = DeltaTable(str(lake / "purchases")).version()
+    with pytest.raises(UserError) as refused:
+        run(spark, "customer_spend", lake)
+    assert str(refused.value) == (
+        f"query spend: delta source: the table {lake / 'purchases'} had rows deleted or "
+        f"rewritten in its version {version} (its pipeline's --full-refresh, a DELETE or a "
+        "MERGE), which a stream of its appends cannot follow: run again with --full-refresh "
+        "to read it from its start, or set source.skipChangeCommits=true to skip such versions"
+    )
+    run(spark, "customer_spend", lake, full_refresh=())
     assert read_table(lake, "customer_spend") == expected_spend(lake)
 
 

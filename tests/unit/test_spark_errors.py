@@ -159,3 +159,23 @@ def test_spark_kafka_client_refusing_the_settings_is_a_usage_error_with_its_reas
         "query main: kafka settings: The specified value of default.api.timeout.ms must be no "
         "smaller than the value of request.timeout.ms."
     )
+
+
+def test_a_delta_source_table_rewritten_under_the_stream_says_what_to_do() -> None:
+    # The text of Delta's error class for a MERGE's commit (a DELETE's is in test_chain.py).
+    text = (
+        "[DELTA_SOURCE_TABLE_IGNORE_CHANGES] Detected a data update (for example part-0.parquet)"
+        " in the source table at version 7. This is currently not supported. If this is going "
+        "to happen regularly and you are okay to skip changes, set the option "
+        "'skipChangeCommits' to 'true'. If you would like the data update to be reflected, "
+        "please restart this query with a fresh checkpoint directory. The source table can be "
+        "found at path file:/lake/sessions. SQLSTATE: 0A000"
+    )
+    err = as_user_error(Exception(text), "query spend: ")
+    assert isinstance(err, UserError)
+    assert str(err) == (
+        "query spend: delta source: the table /lake/sessions had rows deleted or rewritten in "
+        "its version 7 (its pipeline's --full-refresh, a DELETE or a MERGE), which a stream of "
+        "its appends cannot follow: run again with --full-refresh to read it from its start, or "
+        "set source.skipChangeCommits=true to skip such versions"
+    )
