@@ -304,15 +304,7 @@ def _query_action(
     if committed is None:
         return QueryAction(spec.name, checkpoint, "start", fingerprint)
     changed, tables = logic_changes(old, fingerprint) if old else ([], [])
-    notes = (
-        [
-            f"query {spec.name}: {', '.join(changed)} since its last run; the rows already in "
-            f"{', '.join(tables)} stay as the old logic made them (--full-refresh "
-            f"{' '.join(tables)} rebuilds them from the input)"
-        ]
-        if tables
-        else []
-    )
+    notes = [_resumed_over(spec.name, changed, tables, old)] if tables and old else []
     return QueryAction(
         spec.name, checkpoint, "resume", fingerprint, next_batch=committed + 1, notes=tuple(notes)
     )
@@ -332,6 +324,23 @@ def _rebuilt_queries(pipeline: Pipeline, full_refresh: Sequence[str] | None) -> 
             return rebuilt
         rebuilt |= more
         tables |= {t for q in pipeline.queries if q.name in more for t in q.sinks}
+
+
+def _resumed_over(
+    query: str, changed: Sequence[str], tables: Sequence[str], old: Fingerprint
+) -> str:
+    """The note of a change a checkpoint resumes over: the rows it leaves as they were, and
+    the tables it adds, which get only the input read from now on."""
+    kept = [t for t in tables if t in old["tables"]]
+    added = [t for t in tables if t not in old["tables"]]
+    left = [f"the rows already in {', '.join(kept)} stay as the old logic made them"] * bool(kept)
+    if added:
+        verb = "gets" if len(added) == 1 else "get"
+        left.append(f"{', '.join(added)} {verb} only the input read from now on")
+    return (
+        f"query {query}: {', '.join(changed)} since its last run; {'; '.join(left)} "
+        f"(--full-refresh {' '.join(tables)} rebuilds them from the input)"
+    )
 
 
 def plan_deployment(

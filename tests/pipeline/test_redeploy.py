@@ -358,3 +358,27 @@ def test_a_file_stream_resumes_only_in_the_folder_it_read(spark, tmp_path: Path)
     again = run_cli(first)
     assert again.returncode == 0, again.stderr
     assert "query main: 0 batches" in again.stdout
+
+
+def test_a_new_table_resumes_saying_it_gets_only_new_input(workspace: Path):
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    view = project / "sql" / "server_logs" / "big_purchases.sql"
+    view.write_text(
+        "-- Purchases of more than 100.\nCREATE OR REPLACE TEMP VIEW big_purchases AS\n"
+        "SELECT customer_id, amount FROM purchases WHERE amount > 100\n"
+    )
+    (project / "tables" / "big_purchases.sql").write_text(
+        "-- Purchases of more than 100.\nCREATE TABLE big_purchases (\n"
+        "  customer_id STRING NOT NULL COMMENT 'Customer id',\n"
+        "  amount DOUBLE NOT NULL COMMENT 'Amount'\n) USING DELTA\n"
+    )
+    spec = project / "pipelines" / "server_logs.yaml"
+    edit(spec, "  carts: cart_updates\n", "  carts: cart_updates\n  big_purchases: big_purchases\n")
+    plan = dry_run(project, lake, folder)
+    assert plan.returncode == 0, plan.stdout
+    assert plan.stdout.splitlines()[-3:] == [
+        "table big_purchases: create",
+        f"query main: resume at batch 2 (checkpoint {lake / CHECKPOINT})",
+        f"query main: {view} added since its last run; big_purchases gets only the input read "
+        "from now on (--full-refresh big_purchases rebuilds them from the input)",
+    ]
