@@ -9,7 +9,6 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
-from engine.definitions.durations import parse_duration
 from engine.definitions.handler import Columns, StateHandler, Step, TimeoutMode
 
 __all__ = ["CartHandler", "CartRow", "CartState"]
@@ -55,7 +54,7 @@ class CartHandler(StateHandler[CartState]):
     def ttl(self) -> timedelta | None:
         """Event time after the last change at which a cart is emptied; None keeps it forever."""
         text = self.settings["cart_ttl"]
-        return None if text.lower() in ("", "none") else parse_duration(text).timedelta
+        return None if text.lower() in ("", "none") else self.duration_setting("cart_ttl")
 
     @property
     def timeout_mode(self) -> TimeoutMode:

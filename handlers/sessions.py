@@ -7,7 +7,6 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
-from engine.definitions.durations import parse_duration
 from engine.definitions.handler import Columns, StateHandler, Step, TimeoutMode
 
 __all__ = ["SessionHandler", "SessionRow", "SessionState"]
@@ -56,7 +55,7 @@ class SessionHandler(StateHandler[SessionState]):
     @property
     def gap(self) -> timedelta:
         """Inactivity that ends a session."""
-        return parse_duration(self.settings["session_timeout"]).timedelta
+        return self.duration_setting("session_timeout")
 
     @property
     def timeout_mode(self) -> TimeoutMode:

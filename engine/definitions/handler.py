@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+from engine.definitions.durations import parse_duration
+
 __all__ = [
     "STATE_BUCKETS",
     "Columns",
@@ -71,6 +73,17 @@ class StateHandler(Generic[StateT]):
 
     def __init__(self, settings: Mapping[str, str] | None = None) -> None:
         self.settings = {**self.defaults, **(settings or {})}
+
+    def duration_setting(self, name: str) -> timedelta:
+        """The setting `name` as a duration above zero; a ValueError naming the setting."""
+        text = self.settings[name]
+        try:
+            duration = parse_duration(text)
+        except ValueError as err:
+            raise ValueError(f"setting {name}: {err}") from None
+        if duration.micros <= 0:
+            raise ValueError(f"setting {name}: a duration above zero, not {text!r}")
+        return duration.timedelta
 
     @property
     def timeout_mode(self) -> TimeoutMode:

@@ -81,7 +81,14 @@ def test_pipelines_lists_tables():
         ),
         (("quality", "--lake", "data", "--report", "README.md"), "README.md is a file, not a"),
         (("run", "server_logs", "--conf", "no_such_setting=1"), "--conf no_such_setting"),
-        (("run", "server_logs", "--conf", "session_timeout=soon"), "not a duration: 'soon'"),
+        (
+            ("run", "server_logs", "--conf", "session_timeout=soon"),
+            "handler session_updates: setting session_timeout: not a duration: 'soon'",
+        ),
+        (
+            ("run", "server_logs", "--dry-run", "--conf", "cart_ttl=0 s"),
+            "handler cart_updates: setting cart_ttl: a duration above zero, not '0 s'",
+        ),
         (
             ("run", "server_logs", "--dry-run", "--conf", "watermark_delay=banana"),
             "setting watermark_delay: not a duration: 'banana'",
