@@ -38,6 +38,7 @@ from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.plan import check_pipeline, load_files
 from engine.plan.findings import Finding, finding_at, from_user_error
+from engine.plan.stream_sql import downstream, streaming_views
 
 __all__ = [
     "NONDETERMINISTIC",
@@ -45,7 +46,6 @@ __all__ = [
     "Finding",
     "LintResult",
     "check_columns",
-    "check_complete_mode",
     "check_function_names",
     "check_handlers",
     "check_nondeterministic_keys",
@@ -351,30 +351,9 @@ def check_handlers(pipeline: Pipeline, views: Mapping[str, list[str] | None]) ->
     return findings
 
 
-def _downstream(pipeline: Pipeline, steps: Sequence[SqlStep], seeds: set[str]) -> set[str]:
-    """`seeds` and every view that reads one of them, directly or through other views."""
-    reads = {s.name: set(s.references) for s in steps}
-    reads.update({h.name: {h.input.lower()} for h in pipeline.handlers})
-    found = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for name, inputs in reads.items():
-            if name not in found and inputs & found:
-                found.add(name)
-                changed = True
-    return found
-
-
-def _streaming(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
-    """Names of the views that read the source, directly or through other views."""
-    source = pipeline.source.view.lower()
-    return _downstream(pipeline, steps, {source}) - {source}
-
-
 def _watermarked(pipeline: Pipeline, steps: Sequence[SqlStep]) -> set[str]:
     """Names of the views with a WATERMARK in themselves or anywhere upstream."""
-    return _downstream(pipeline, steps, {s.name for s in steps if s.watermarks})
+    return downstream(pipeline, steps, {s.name for s in steps if s.watermarks})
 
 
 def _aggregation(query: exp.Expression) -> exp.Expression | None:
@@ -395,7 +374,7 @@ def check_state_watermarks(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list
     WATERMARK in itself or upstream keeps every key forever: an error. A streaming aggregation
     without one keeps one row per group forever: a warning, since a small key set (a status)
     makes that acceptable (order_totals, user_event_counts' input is watermarked)."""
-    streaming, watermarked = _streaming(pipeline, steps), _watermarked(pipeline, steps)
+    streaming, watermarked = streaming_views(pipeline, steps), _watermarked(pipeline, steps)
     findings: list[Finding] = []
     for step in steps:
         if step.name not in streaming or step.name in watermarked:
@@ -415,27 +394,6 @@ def check_state_watermarks(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list
             findings.append(
                 finding_at(step.path, node, "unbounded-aggregation", message, severity="warning")
             )
-    return findings
-
-
-def check_complete_mode(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list[Finding]:
-    """ORDER BY or LIMIT in a streaming view (outside OVER windows and aggregate calls):
-    Spark allows them only in complete output mode, which this engine does not use."""
-    streaming = _streaming(pipeline, steps)
-    findings: list[Finding] = []
-    for step in steps:
-        if step.name not in streaming:
-            continue
-        for query in step.tree.expression.find_all(exp.Query):
-            for clause, label in (("order", "ORDER BY"), ("limit", "LIMIT")):
-                node = query.args.get(clause)
-                if node is None:
-                    continue
-                message = (
-                    f"{label} in a streaming view: only in complete mode, which this engine "
-                    "does not use"
-                )
-                findings.append(finding_at(step.path, node, "complete-mode-only", message))
     return findings
 
 
@@ -586,7 +544,6 @@ def lint_pipeline(pipeline: Pipeline) -> tuple[int, list[Finding]]:
     findings += check_handlers(pipeline, views)
     findings += check_expectations(steps, views)
     findings += check_state_watermarks(pipeline, steps)
-    findings += check_complete_mode(pipeline, steps)
     findings += check_nondeterministic_keys(steps)
     findings += check_function_names(steps)
     findings += check_suites(pipeline)

@@ -18,6 +18,7 @@ from engine.definitions.tables import TableDef, load_table
 from engine.errors import UserError
 from engine.plan.findings import Finding, from_sql_error, from_user_error
 from engine.plan.queries import QueryPlan, plan_query
+from engine.plan.stream_sql import check_stream_sql
 from engine.plan.summed import summed_findings, summed_views
 
 __all__ = [
@@ -238,6 +239,7 @@ def check_pipeline(
     steps, loaded_findings, broken = loaded or load_files(pipeline.sql_dir)
     findings = list(loaded_findings)
     findings += check_views(pipeline, steps, broken)
+    findings += check_stream_sql(pipeline, steps)
     handlers, handler_findings = _load_handlers(pipeline)
     findings += handler_findings
     if once:

@@ -159,6 +159,35 @@ CASES = [
         id="limit",
     ),
     pytest.param(
+        "sql/sensor_cep/anomalies.sql",
+        "current_timestamp() AS detected_at",
+        "row_number() OVER (PARTITION BY device_id ORDER BY event_time) AS detected_at",
+        "sql/sensor_cep/anomalies.sql:3:53: error: window function (OVER) in a streaming view: "
+        "Spark refuses it on a stream, and here it would see one micro-batch's rows; use "
+        "window() or session_window() in a GROUP BY, or a state handler [window-function]",
+        id="window-function",
+    ),
+    pytest.param(
+        "sql/sensor_cep/anomalies.sql",
+        "FROM valid_readings",
+        "FROM valid_readings JOIN (SELECT device_id AS d FROM readings) ON device_id = d",
+        "sql/sensor_cep/anomalies.sql:4:42: error: join of streaming views (readings, "
+        "valid_readings): this engine runs a view on each micro-batch, so rows of different "
+        "batches would never meet (Spark keeps both sides in state); combine such rows in a "
+        "state handler [stream-join]",
+        id="join-of-two-streams",
+    ),
+    pytest.param(
+        "sql/sensor_cep/anomalies.sql",
+        "WHERE is_anomalous",
+        "WHERE is_anomalous AND device_id IN (SELECT device_id FROM readings)",
+        "sql/sensor_cep/anomalies.sql:5:53: error: subquery of streaming views (readings, "
+        "valid_readings): this engine runs a view on each micro-batch, so rows of different "
+        "batches would never meet (Spark keeps both sides in state); combine such rows in a "
+        "state handler [stream-join]",
+        id="subquery-of-two-streams",
+    ),
+    pytest.param(
         "sql/sensor_cep/readings.sql",
         "is_anomalous\n",
         "is_anomalous, uuid() AS id\n",

@@ -10,6 +10,7 @@ from engine.definitions.pipeline import QuerySpec, Registry
 from engine.errors import UserError
 from engine.plan import plan_pipeline
 from engine.plan.queries import StateCall, StreamOutput
+from tests.conftest import copy_project, edit
 
 
 @pytest.fixture
@@ -197,3 +198,12 @@ def test_queries_are_optional_overrides(tmp_path, queries, expected):
     (tmp_path / "server_logs.yaml").write_text(head + tables + queries + "settings: {}\n")
     loaded = Registry(tmp_path).get("server_logs")
     assert {q.name: (q.trigger, list(q.sinks)) for q in loaded.queries} == expected
+
+
+def test_sql_a_stream_would_refuse_stops_the_run_too(tmp_path):
+    """A view below the stateful steps runs on each micro-batch, where Spark checks nothing:
+    ORDER BY ... LIMIT 2 there gave two rows a batch. The plan, which `run` stops on, refuses."""
+    project = copy_project(tmp_path / "project")
+    edit(project / "sql" / "sensor_cep" / "anomalies.sql", "WHERE is_anomalous", "LIMIT 2")
+    with pytest.raises(UserError, match=r"anomalies.sql:5:7: LIMIT in a streaming view"):
+        plan_pipeline(Registry(project / "pipelines").get("sensor_cep"))
