@@ -10,7 +10,7 @@ every view that reads the source, as Spark would on a stream.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from sqlglot import exp
 
@@ -56,14 +56,19 @@ def check_stream_sql(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list[Findi
     return findings
 
 
-def _refused(query: exp.Expression, streaming: set[str]):
+_COMPLETE_ONLY = "in a streaming view: only in complete mode, which this engine does not use"
+
+
+def _refused(
+    query: exp.Expression, streaming: set[str]
+) -> Iterator[tuple[exp.Expression, str, str]]:
+    """(node, code, message) for each construct refused in one view's query."""
     reads = _Reads(query, streaming)
     for select in query.find_all(exp.Query):
         for clause, label in (("order", "ORDER BY"), ("limit", "LIMIT")):
             node = select.args.get(clause)
             if node is not None:
-                message = f"{label} in a streaming view: only in complete mode, which this "
-                yield node, "complete-mode-only", message + "engine does not use"
+                yield node, "complete-mode-only", f"{label} {_COMPLETE_ONLY}"
     for window in query.find_all(exp.Window):
         if isinstance(window.parent, exp.Select) and window in window.parent.args.get(
             "windows", []
