@@ -531,7 +531,9 @@ def run_pipeline(
     # Only now does the lake change: a view that does not fit its table stopped the run above.
     _deploy(deployment, sinks, plan, out)
     recorder.writers = result.writers
-    changes = [note for q in deployment.queries.values() for note in q.notes]
+    # The log says when a run rebuilt or evolved a table: `history` shows only a write.
+    changes = [a.line() for a in deployment.tables.values() if a.verb in ("rebuild", "evolve")]
+    changes += [note for q in deployment.queries.values() for note in q.notes]
     recorder.start(_run_details(spark, plan, opts, kind), changes=changes)
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}

@@ -153,6 +153,12 @@ def test_a_renamed_column_is_refused_then_rebuilt_by_full_refresh(spark, workspa
     old = read_arrow(DeltaTable(str(lake / "events"), version=version))
     assert "source" in old.column_names and old.num_rows == len(before["events"])
     assert list(lake.glob("_checkpoints/server_logs/main.before-full-refresh-*"))
+    # The event log says the run rebuilt them (history shows only a write of 0 rows).
+    start = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "run_start"][-1]
+    assert start["message"].split("; ") == [
+        f"table {t}: rebuild all rows from the input (old versions stay readable)"
+        for t in TABLES
+    ]
 
 
 # A view that does not fit its table: each is refused before the run changes the lake, with
