@@ -156,8 +156,7 @@ def test_a_renamed_column_is_refused_then_rebuilt_by_full_refresh(spark, workspa
     # The event log says the run rebuilt them (history shows only a write of 0 rows).
     start = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "run_start"][-1]
     assert start["message"].split("; ") == [
-        f"table {t}: rebuild all rows from the input (old versions stay readable)"
-        for t in TABLES
+        f"table {t}: rebuild all rows from the input (old versions stay readable)" for t in TABLES
     ]
 
 
