@@ -333,7 +333,9 @@ def _resumed_over(
     the tables it adds, which get only the input read from now on."""
     kept = [t for t in tables if t in old["tables"]]
     added = [t for t in tables if t not in old["tables"]]
-    left = [f"the rows already in {', '.join(kept)} stay as the old logic made them"] * bool(kept)
+    left = []
+    if kept:
+        left.append(f"the rows already in {', '.join(kept)} stay as the old logic made them")
     if added:
         verb = "gets" if len(added) == 1 else "get"
         left.append(f"{', '.join(added)} {verb} only the input read from now on")

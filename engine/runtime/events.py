@@ -79,8 +79,8 @@ class RunRecorder:
                     self.out.write(f"event log: not written ({first_line(err)})\n")
 
     def start(self, details: Mapping[str, Any], *, changes: Sequence[str] = ()) -> None:
-        """The run starts: its settings, what changed in the logic since the last run
-        (`changes`), and the batches a stop left unlogged."""
+        """The run starts: its settings, what it does to the lake and what changed in the
+        logic since the last run (`changes`), and the batches a stop left unlogged."""
         message = "; ".join(changes) or None
         self._append([self._event("run_start", status="started", message=message, details=details)])
         for name, writer in self.writers.items():
