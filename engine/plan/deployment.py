@@ -296,9 +296,10 @@ def _query_action(
         changed = state_changes(old, fingerprint) if old else []
         changed += conf_changes(checkpoint, conf)
         hint = _rebuild_hint(plan.pipeline.name, list(spec.sinks))
-        reasons += [
-            f"{c}: checkpoint {checkpoint} cannot resume from this; {hint}" for c in changed
-        ]
+        if changed:
+            # The hint once: each change needs the same remedy.
+            what = "; ".join(changed)
+            reasons.append(f"{what}: checkpoint {checkpoint} cannot resume from this; {hint}")
     if reasons:
         return QueryAction(spec.name, checkpoint, "refuse", fingerprint, tuple(reasons))
     if committed is None:

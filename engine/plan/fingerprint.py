@@ -159,22 +159,24 @@ def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
     a table's write mode or merge key."""
     before = {(s["step"], s["what"]): s for s in old["state"]}
     after = {(s["step"], s["what"]): s for s in new["state"]}
-    found: list[str] = []
+    found = [*_whole_steps(after, before, "added"), *_whole_steps(before, after, "is gone")]
+    steps_before = {step for step, _ in before}
     for key, now in after.items():
         was = before.get(key)
-        if was is None:
+        if was is None and key[0] in steps_before:
             found.append(
                 f"{now['file']}: {now['what']} of {now['step']} added ({_words(now['value'])})"
             )
-        elif was["value"] != now["value"]:
+        elif was is not None and was["value"] != now["value"]:
             found.append(
                 f"{now['file']}: {now['what']} of {now['step']} changed "
                 f"({_words(was['value'])} -> {_words(now['value'])})"
             )
+    steps_after = {step for step, _ in after}
     found += [
         f"{was['file']}: the {was['what']} of {was['step']} is gone"
         for key, was in before.items()
-        if key not in after
+        if key not in after and key[0] in steps_after
     ]
     for name, now in new["tables"].items():
         was = old["tables"].get(name)
@@ -187,6 +189,26 @@ def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
                 f"{now['file']}: lake.key changed ({_words(was['key'])} -> {_words(now['key'])})"
             )
     return found
+
+
+def _whole_steps(
+    these: Mapping[tuple[str, str], Mapping[str, Any]],
+    others: Mapping[tuple[str, str], Mapping[str, Any]],
+    verb: str,
+) -> list[str]:
+    """One phrase per stateful step of `these` that `others` has none of: a view that became
+    (or stopped being) stateful is one change, whatever its pieces of state."""
+    known = {step for step, _ in others}
+    pieces: dict[str, list[Mapping[str, Any]]] = {}
+    for (step, _), piece in these.items():
+        if step not in known:
+            pieces.setdefault(step, []).append(piece)
+    return [
+        f"{parts[0]['file']}: state of {step} {verb} ("
+        + "; ".join(f"{p['what']} {_words(p['value'])}" for p in parts)
+        + ")"
+        for step, parts in pieces.items()
+    ]
 
 
 def _digest_of(logic: Mapping[str, Mapping[str, str]], label: str) -> str | None:

@@ -143,10 +143,23 @@ def test_a_new_stateful_step_is_named(project: Path):
     edit(project / "sql/server_logs/events.sql", "SELECT\n", "SELECT DISTINCT\n")
     (found,) = state_changes(before, fingerprint(project / "pipelines", "server_logs"))
     assert found == (
-        f"{project}/sql/server_logs/events.sql: deduplication key of events added "
-        "(customer_id, event_time, event_type, item_index, product_id, price, quantity, source, "
+        f"{project}/sql/server_logs/events.sql: state of events added (deduplication key "
+        "customer_id, event_time, event_type, item_index, product_id, price, quantity, source, "
         "logged_out, event_date)"
     )
+
+
+def test_a_view_made_stateful_is_one_change(project: Path):
+    """An aggregation added to a query is one change, not one per piece of its state."""
+    now = fingerprint(project / "pipelines", "order_status", "orders")
+    before = {**now, "state": [s for s in now["state"] if s["step"] != "order_counts"]}
+    counts = project / "sql/order_status/order_counts.sql"
+    state = (
+        "(watermark column arrival_time; grouping WINDOW(arrival_time, '5 seconds'), status; "
+        "aggregates COUNT(*))"
+    )
+    assert state_changes(before, now) == [f"{counts}: state of order_counts added {state}"]
+    assert state_changes(now, before) == [f"{counts}: state of order_counts is gone {state}"]
 
 
 def offsets_file(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
