@@ -227,7 +227,8 @@ def _table_action(plan: Plan, name: str, lake: Path, *, rebuild: bool) -> TableA
     path = lake / name
     others = _other_pipelines(path, plan.pipeline.name)
     if rebuild and not others:
-        return TableAction(name, "rebuild")  # a rebuilt table takes the DDL as it is now
+        # A rebuilt table takes the DDL as it is now; one not made yet is only created.
+        return TableAction(name, "rebuild" if (path / "_delta_log").is_dir() else "create")
     try:
         changes = lake_table_changes(table, path)
     except Exception:  # a log that does not read: the query's lake guard names the damage

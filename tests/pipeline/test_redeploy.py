@@ -290,6 +290,17 @@ def test_full_refresh_is_refused_when_an_input_file_is_gone(workspace: Path, fir
     ) in plan.stdout
 
 
+def test_full_refresh_creates_a_table_not_made_yet(workspace: Path):
+    """A table the full refresh finds missing is created, not said to be rebuilt."""
+    project, lake, folder = workspace / "project", workspace / "lake", workspace / "in"
+    shutil.rmtree(lake / "carts")
+    plan = dry_run(project, lake, folder, "--full-refresh")
+    assert plan.returncode == 0, plan.stdout
+    lines = plan.stdout.splitlines()
+    assert "table carts: create" in lines
+    assert "table sessions: rebuild all rows from the input (old versions stay readable)" in lines
+
+
 def test_full_refresh_of_a_socket_is_refused(tmp_path: Path):
     cli = runner("run", "order_status", "--full-refresh", "--lake", str(tmp_path / "lake"))
     assert cli.returncode == 2
