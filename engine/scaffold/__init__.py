@@ -38,6 +38,7 @@ class Scaffold:
             "pipeline.yaml": p.pipelines / f"{n}.yaml",
             "lines.sql": p.sql / n / "lines.sql",
             "records.sql": p.sql / n / "records.sql",
+            "kept.sql": p.sql / n / "kept.sql",
             "quarantine.sql": p.sql / n / "quarantine.sql",
             "table.sql": p.tables / f"{n}.sql",
             "suite.yaml": p.suites / f"{n}.yaml",

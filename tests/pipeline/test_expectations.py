@@ -39,6 +39,7 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
         "created pipelines/shop.yaml",
         "created sql/shop/lines.sql",
         "created sql/shop/records.sql",
+        "created sql/shop/kept.sql",
         "created sql/shop/quarantine.sql",
         "created tables/shop.sql",
         "created quality/suites/shop.yaml",
@@ -51,7 +52,7 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     linted = runner("--pipelines", pipelines, "lint", "shop")
     assert (linted.returncode, linted.stdout.strip()) == (
         0,
-        "lint: 1 pipeline, 3 SQL files, no findings",
+        "lint: 1 pipeline, 4 SQL files, no findings",
     )
 
     # The generated test, run as it is: the sample through the pipeline, rows and counts exact.
@@ -75,7 +76,8 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
             }
         }
     ]
-    # A dropped row keeps its fields; NULLs are written, not left out.
+    # A dropped row keeps its fields, the line as read among them; NULLs are written, not
+    # left out.
     dropped = {r["reason"]: r["raw"] for r in read_table(lake, "quarantine")}
     assert json.loads(dropped["expectation has_event_time"]) == {
         "id": "a7",
@@ -83,6 +85,7 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
         "currency": "EUR",
         "event_time": None,
         "event_date": None,
+        "raw": '{"id": "a7", "amount": 2.0, "currency": "EUR", "event_time": "yesterday"}',
     }
 
     # Beside the counts, what each rule does: `log` counts only DROP ROW rules as dropped.
@@ -163,7 +166,9 @@ def test_fail_update_on_the_batch_part_commits_nothing(spark, tmp_path):
     assert str(caught.value) == (
         f"query main: {records}:11: expectation small failed (ON VIOLATION FAIL UPDATE), so the "
         'batch is not committed; row: {"id":"a1","amount":12.5,"currency":"EUR",'
-        '"event_time":"2026-01-05T10:00:00.000Z","event_date":"2026-01-05"}'
+        '"event_time":"2026-01-05T10:00:00.000Z","event_date":"2026-01-05","raw":"{\\"id\\": '
+        '\\"a1\\", \\"amount\\": 12.5, \\"currency\\": \\"EUR\\", \\"event_time\\": '
+        '\\"2026-01-05 10:00:00\\"}"}'
     )
     _nothing_committed(lake, "shop", ["shop", "quarantine"], str(caught.value))
 

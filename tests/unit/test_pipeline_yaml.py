@@ -33,7 +33,7 @@ def _edit(folder: Path, old: str, new: str) -> Path:
 
 KNOWN_TOP = "name, description, source, sql, handlers, tables, topics, queries, settings, kafka"
 QUERY_KEYS = "sinks, topics, trigger, pool, output_mode"
-TABLES = "  shop: records\n  quarantine: quarantine\n"
+TABLES = "  shop: kept\n  quarantine: quarantine\n"
 
 
 @pytest.mark.parametrize(
@@ -275,7 +275,7 @@ def test_init_in_a_new_project_folder_gives_it_the_shared_files(tmp_path: Path) 
     assert suite.read_text() == (PROJECT.suites / "quarantine.yaml").read_text()
     assert "from engine.testing import spark" in conftest.read_text()
     result = lint_pipelines(Registry(tmp_path / "pipelines"))
-    assert (result.files, result.findings) == (3, ())
+    assert (result.files, result.findings) == (4, ())
     # A second pipeline finds them there and leaves them be.
     edits = {shared: "-- edited\n", suite: "# edited\n", conftest: "# edited\n"}
     for path, edit in edits.items():
