@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
 
+from engine.definitions.suites import FINITE_SUFFIX
 from engine.definitions.tables import TableDef, load_tables
 from engine.errors import UserError
 from engine.lake import dataset, lake_tables, read_arrow, scanner
@@ -47,12 +48,15 @@ class Outcome:
     success: bool
     unexpected_count: int | None
     observed_value: Any = None
+    #: A few of the values that broke it, as JSON text (`"GBP"`, `-4.0`); no NULLs.
+    examples: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """E.g. `expect_column_values_to_be_unique(customer_id) 1 unexpected`."""
-        if self.unexpected_count is not None:
-            return f"{self.expectation} {self.unexpected_count} unexpected"
-        return f"{self.expectation} observed {self.observed_value}"
+        """E.g. `expect_column_values_to_be_in_set(currency) 1 unexpected (e.g. "GBP")`."""
+        if self.unexpected_count is None:
+            return f"{self.expectation} observed {self.observed_value}"
+        seen = f" (e.g. {', '.join(self.examples)})" if self.examples else ""
+        return f"{self.expectation} {self.unexpected_count} unexpected{seen}"
 
 
 @dataclass(frozen=True)
@@ -169,12 +173,17 @@ class _Validator:
         result = definition.run(
             batch_parameters={"dataframe": frame}, result_format={"result_format": "SUMMARY"}
         )
+        # A finiteness helper's broken values are all `false`: they would say nothing.
+        helpers = {column + FINITE_SUFFIX for column in suite.finite}
         return [
             Outcome(
                 expectation=_label(r.expectation_config),
                 success=bool(r.success),
                 unexpected_count=r.result.get("unexpected_count"),
                 observed_value=r.result.get("observed_value"),
+                examples=()
+                if r.expectation_config.kwargs.get("column") in helpers
+                else _examples(r.result.get("partial_unexpected_list") or []),
             )
             for r in result.results
         ]
@@ -227,6 +236,31 @@ def _read(table: TableDef, path: Path, since: int | None) -> tuple[int, str, pa.
         scope = f"whole table (version {rewrite} rewrote its files after version {since})"
         return version, scope, read_arrow(delta)
     return version, f"rows added since version {since}", _rows_since(path, since)
+
+
+def _examples(values: list[Any], *, most: int = 3, width: int = 40) -> tuple[str, ...]:
+    """Up to `most` distinct values that broke an expectation, as short JSON text: enough to
+    tell a typo from a new code without opening the report. NULLs say nothing (the
+    expectation's name does)."""
+    shown: list[str] = []
+    for value in values:
+        value = value.item() if hasattr(value, "item") else value  # numpy's scalars
+        # A float as JSON would print it, NaN and Infinity bare.
+        text = json.dumps(value) if isinstance(value, float) else json.dumps(_jsonable(value))
+        text = text if len(text) <= width else f"{text[: width - 3]}..."
+        if not _missing(value) and text not in shown:
+            shown.append(text)
+        if len(shown) == most:
+            break
+    return tuple(shown)
+
+
+def _missing(value: Any) -> bool:
+    # pandas, which GX validates with, reads None, NaN and NaT alike as missing.
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or array value
+        return False
 
 
 def _jsonable(value: Any) -> Any:

@@ -203,6 +203,7 @@ def _table_section(name: str, result: Mapping[str, Any], link: str | None) -> st
             f"observed {html.escape(str(e['observed_value']))}"
             if e["unexpected_count"] is None
             else f"{e['unexpected_count']:,} unexpected"
+            + (f" (e.g. {html.escape(', '.join(e['examples']))})" if e.get("examples") else "")
         )
         rows.append(
             f"<tr><td>{_status(e['success'])}</td><td>{html.escape(e['expectation'])}</td>"

@@ -236,14 +236,20 @@ def test_corrupted_tables_fail_exactly_the_right_expectations(tmp_path):
     }
     assert counts["expect_column_values_to_be_unique(customer_id)"] == 2
     assert counts["expect_column_values_to_be_between(total_price_error)"] == 1
-    assert "carts: FAILED 2 of 8: expect_column_values_to_be_unique(customer_id) 2 unexpected;" in (
-        run.stdout
-    )
+    # The line names values that broke each rule, as the summary does.
+    assert (
+        'carts: FAILED 2 of 8: expect_column_values_to_be_unique(customer_id) 2 unexpected (e.g. '
+        '"a");'
+    ) in run.stdout
+    examples = {
+        e["expectation"]: e["examples"] for e in summary["tables"]["events"]["expectations"]
+    }
+    assert examples["expect_column_values_to_be_between(price)"] == ["-1.0"]
     # The page a person opens: self-contained, failing tables and expectations named.
     page = (tmp_path / "report" / "index.html").read_text()
     assert '<h2>carts: <span class="bad">FAILED</span></h2>' in page
     assert '<h2>purchases: <span class="ok">passed</span></h2>' in page
-    assert "expect_column_values_to_be_between(price)</td><td>1 unexpected" in page
+    assert "expect_column_values_to_be_between(price)</td><td>1 unexpected (e.g. -1.0)" in page
     assert "https://" not in page
 
 
@@ -632,7 +638,7 @@ def test_report_page_shows_pass_and_fail_over_validations(tmp_path):
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
     # The page includes the validation that wrote it (the newest mark); the failed row is
     # checked again with the next batch's, as the failed validation kept the version.
-    failed = "FAILED: expect_column_values_to_be_between(price) 1 unexpected"
+    failed = "FAILED: expect_column_values_to_be_between(price) 1 unexpected (e.g. -1.0)"
     assert marks(page) == [
         ("pass", "2019-06-20 00:46 UTC: passed (2 rows)"),
         ("fail", f"2019-06-21 00:46 UTC: {failed} (1 row)"),
