@@ -8,15 +8,22 @@ int microseconds since the epoch), so they are unit-tested without Spark;
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import importlib.util
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from engine.definitions.durations import parse_duration
+from engine.project import PROJECT
 
 __all__ = [
+    "PROJECT_MODULE_PREFIX",
     "STATE_BUCKETS",
     "Columns",
     "StateHandler",
@@ -31,6 +38,8 @@ TimeoutMode = Literal["none", "event_time", "processing_time"]
 #: cores, few enough that a batch makes few calls. A checkpoint is bound to this number.
 STATE_BUCKETS = 64
 StateT = TypeVar("StateT")
+#: The module names a project's own handler files are loaded under (see load_handler_class).
+PROJECT_MODULE_PREFIX = "_streamlake_project_"
 #: A key's events of one batch, column-wise: name -> values (all the same length), plain Python
 #: values, timestamps as int microseconds since the epoch (None for NULL).
 Columns = Mapping[str, Sequence[Any]]
@@ -60,7 +69,7 @@ class StateHandler(Generic[StateT]):
     columns: ClassVar[tuple[str, ...]]
     #: Events of a key within a batch are applied in this column order (a stable sort).
     order_by: ClassVar[tuple[str, ...]] = ()
-    #: The state dataclass; its fields, in order, match `state_schema`.
+    #: The state dataclass (or NamedTuple); its fields, in order, match `state_schema`.
     state_type: ClassVar[type]
     #: Spark DDL of the state row.
     state_schema: ClassVar[str]
@@ -106,20 +115,58 @@ class StateHandler(Generic[StateT]):
     # The adapter stores state as a Spark row; these keep the dataclass <-> tuple mapping here.
     def state_to_row(self, state: StateT) -> tuple[Any, ...]:
         """The state as a tuple in `state_schema` order."""
-        return dataclasses.astuple(state)  # type: ignore[call-overload]
+        if dataclasses.is_dataclass(state):
+            return dataclasses.astuple(state)  # type: ignore[call-overload]
+        return tuple(state)  # type: ignore[arg-type]  # a NamedTuple
 
     def state_from_row(self, row: Sequence[Any]) -> StateT:
         """Rebuild the state dataclass from a stored row."""
         return self.state_type(*row)
 
 
-def load_handler_class(class_path: str) -> type[StateHandler]:
-    """The handler class named `module:Class`; ValueError saying why when it cannot load."""
+def load_handler_class(class_path: str, *, project: Path | None = None) -> type[StateHandler]:
+    """The handler class named `module:Class`: from the file `<project>/module/path.py` when
+    the project (a folder of one's own) has it, else imported; ValueError saying why not."""
     module_name, _, class_name = class_path.partition(":")
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"cannot load {class_path} ({err})") from None
+        module = _project_module(module_name, project) or importlib.import_module(module_name)
+        cls = getattr(module, class_name)
+    except Exception as err:  # a module's own code may raise anything as it loads
+        raise ValueError(f"cannot load {class_path} ({type(err).__name__}: {err})") from None
     if not (isinstance(cls, type) and issubclass(cls, StateHandler)):
         raise ValueError(f"{class_path} is not a StateHandler")
+    missing = [a for a in _DECLARED if not hasattr(cls, a)]
+    if missing:
+        raise ValueError(f"{class_path} does not declare {', '.join(missing)}")
+    state = cls.state_type
+    if not (
+        dataclasses.is_dataclass(state) or (isinstance(state, type) and issubclass(state, tuple))
+    ):
+        raise ValueError(f"{class_path}: state_type {state!r} is not a dataclass or NamedTuple")
     return cls
+
+
+#: What a handler class must declare (StateHandler's attributes without a default).
+_DECLARED = ("key", "columns", "state_type", "state_schema", "output_schema")
+
+
+def _project_module(name: str, project: Path | None) -> ModuleType | None:
+    """A project's own module, loaded from its file under a name of its own: a project of
+    one's own keeps its handlers in `handlers/` as this one does, and the engine's package of
+    that name would hide them. The runtime sends such a module to Spark by value."""
+    if project is None or project.resolve() == PROJECT.root:
+        return None
+    file = project.resolve().joinpath(*name.split(".")).with_suffix(".py")
+    if not file.is_file():
+        return None
+    unique = PROJECT_MODULE_PREFIX + hashlib.sha256(str(file).encode()).hexdigest()[:16]
+    if unique not in sys.modules:
+        spec = importlib.util.spec_from_file_location(unique, file)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[unique] = module
+        try:
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        except BaseException:
+            del sys.modules[unique]
+            raise
+    return sys.modules[unique]

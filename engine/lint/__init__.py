@@ -318,7 +318,9 @@ def check_columns(
         if name in handlers:
             try:
                 views[name] = schema_columns(
-                    load_handler_class(handlers[name].class_path).output_schema
+                    load_handler_class(
+                        handlers[name].class_path, project=pipeline.project.root
+                    ).output_schema
                 )
             except (ParseError, ValueError):
                 views[name] = None  # the plan reports it
@@ -335,7 +337,7 @@ def check_handlers(pipeline: Pipeline, views: Mapping[str, list[str] | None]) ->
     for spec in pipeline.handlers:
         known = views.get(spec.input.lower())
         try:
-            cls = load_handler_class(spec.class_path)
+            cls = load_handler_class(spec.class_path, project=pipeline.project.root)
         except ValueError:
             continue
         if known is None:

@@ -98,7 +98,9 @@ def _load_handlers(
     findings: list[Finding] = []
     for spec in pipeline.handlers:
         try:
-            handler = load_handler_class(spec.class_path)(pipeline.settings)
+            handler = load_handler_class(spec.class_path, project=pipeline.project.root)(
+                pipeline.settings
+            )
             _ = handler.timeout_mode, handler.timeout  # settings are read lazily; check them now
         except (ValueError, ParseError) as err:
             message = f"handler {spec.name}: {err}"

@@ -196,6 +196,9 @@ def plan_query(
     outputs: list[StreamOutput] = [StreamOutput(handlers=g) for g in groups]
     # A stateful step feeding a handler group reaches the batch only through its passthrough.
     passthrough = {graph.anchor(g.input): g for g in groups}
+    # A handler reading stateless views anchors nothing: the other stateless targets still
+    # need rows of their own.
+    passthrough.pop(None, None)
     # The rows a view drops are judged again on the batch, from what the view reads, at the
     # batch's time (engine/runtime/batch_views.py): no second read of the source for them.
     common = [t for t in targets if graph.anchor(t) is None]

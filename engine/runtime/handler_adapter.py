@@ -24,6 +24,7 @@ would have timed it out had it been a group of its own.
 from __future__ import annotations
 
 import pickle
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -45,7 +47,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.definitions.handler import STATE_BUCKETS, StateHandler, Step, TimeoutMode
+from engine.definitions.handler import (
+    PROJECT_MODULE_PREFIX,
+    STATE_BUCKETS,
+    StateHandler,
+    Step,
+    TimeoutMode,
+)
 
 __all__ = [
     "COUNTS_METRIC",
@@ -519,6 +527,10 @@ def apply_handlers(
     with every input row's `passthrough` columns; layout in the module doc."""
     for h in handlers.values():
         _struct(h.state_schema)  # a bad DDL is refused here, as the fingerprint records it
+        module = type(h).__module__
+        if module.startswith(PROJECT_MODULE_PREFIX):
+            # A project's own handler file: Spark's workers cannot import it by that name.
+            cloudpickle.register_pickle_by_value(sys.modules[module])
     group = HandlerGroup(
         handlers,
         input_schema=df.schema,

@@ -1,0 +1,42 @@
+"""A handler of a project of one's own runs in Spark: its module is loaded from the
+project's file, which Spark's Python workers cannot import, so it is sent to them by value."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.runtime.run import RunOptions, run_pipeline
+from tests.conftest import read_table
+from tests.unit.test_project_handlers import own_project
+
+
+def test_a_projects_own_handler_runs_and_resumes(spark, tmp_path: Path):
+    root = own_project(tmp_path / "shop")
+    lake = tmp_path / "lake"
+
+    def run() -> None:
+        pipeline = Registry(root / "pipelines").get("shop")
+        options = RunOptions(lake=lake, once=True, quiet=True)
+        run_pipeline(spark, plan_pipeline(pipeline, once=True), options, out=io.StringIO())
+
+    run()
+    totals = {
+        r["currency"]: (r["amount"], r["records"]) for r in read_table(lake, "currency_totals")
+    }
+    # The kept records of init's sample: a1 EUR 12.5, a3 EUR 0.0, a2 USD 3.0, a8 USD 5.5, a4 GBP.
+    assert totals == {"EUR": (12.5, 2), "USD": (8.5, 2), "GBP": (7.25, 1)}
+    assert sorted(r["id"] for r in read_table(lake, "shop")) == ["a1", "a2", "a3", "a4", "a8"]
+    assert len(read_table(lake, "quarantine")) == 5
+
+    # The next run starts from the state the first one kept.
+    (root / "data" / "shop" / "more.jsonl").write_text(
+        '{"id": "c1", "amount": 10.0, "currency": "EUR", "event_time": "2026-01-08 10:00:00"}\n'
+    )
+    run()
+    totals = {
+        r["currency"]: (r["amount"], r["records"]) for r in read_table(lake, "currency_totals")
+    }
+    assert totals == {"EUR": (22.5, 3), "USD": (8.5, 2), "GBP": (7.25, 1)}

@@ -1,0 +1,91 @@
+"""A project of one's own keeps its handlers in its own `handlers/` folder: they load from
+its files, not from the engine's package of that name, and a class that cannot run is
+refused when it loads."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.definitions.handler import PROJECT_MODULE_PREFIX, load_handler_class
+from engine.definitions.pipeline import Registry
+from engine.plan import plan_pipeline
+from engine.project import PROJECT, Project
+from engine.scaffold import init_pipeline
+
+OWN = PROJECT.root / "tests" / "data" / "own_handler" / "running_total.py"
+
+
+def own_project(root: Path) -> Path:
+    """`init shop` in a folder of its own, with the running totals handler on `kept`."""
+    init_pipeline("shop", Project(root))
+    (root / "handlers").mkdir()
+    shutil.copy(OWN, root / "handlers" / "running_total.py")
+    (root / "tables" / "currency_totals.sql").write_text(
+        "-- Running totals per currency.\nCREATE TABLE currency_totals (\n"
+        "  currency STRING COMMENT 'Currency',\n  amount DOUBLE COMMENT 'Total',\n"
+        "  records BIGINT COMMENT 'Records'\n) USING DELTA\n"
+        "TBLPROPERTIES ('lake.mode' = 'merge', 'lake.key' = 'currency')\n"
+    )
+    spec = root / "pipelines" / "shop.yaml"
+    handler = "handlers:\n  totals:\n    class: handlers.running_total:RunningTotal\n"
+    text = spec.read_text().replace("tables:", f"{handler}    input: kept\ntables:")
+    table = "  currency_totals: totals\n"
+    spec.write_text(
+        text.replace("  quarantine: quarantine\n", f"  quarantine: quarantine\n{table}")
+    )
+    return root
+
+
+def test_a_handler_loads_from_the_projects_own_file(tmp_path: Path):
+    root = own_project(tmp_path)
+    cls = load_handler_class("handlers.running_total:RunningTotal", project=root)
+    assert cls.__module__.startswith(PROJECT_MODULE_PREFIX)
+    assert inspect.getsourcefile(cls) == str(root / "handlers" / "running_total.py")
+    # The engine's own handlers still load by import, for its project and where the
+    # project has no such file.
+    sessions = load_handler_class("handlers.sessions:SessionHandler", project=root)
+    assert sessions.__module__ == "handlers.sessions"
+    state = cls.state_type(2.5, 1)
+    handler = cls()
+    assert handler.state_from_row(handler.state_to_row(state)) == state
+
+
+def test_a_handler_over_stateless_views_plans_beside_the_quarantine(tmp_path: Path):
+    # The quarantine reads `lines`, above the handler's input: it was refused as not
+    # computable from the query's streaming rows.
+    plan = plan_pipeline(Registry(own_project(tmp_path) / "pipelines").get("shop"), once=True)
+    query = plan.queries["main"]
+    assert {o.view for o in query.outputs if o.view} == {"lines"}
+    assert [o.handlers.names for o in query.outputs if o.handlers] == [("totals",)]
+
+
+# (the module's text, what loading it says)
+BROKEN = [
+    ("class RunningTotal(:\n", "cannot load handlers.broken:RunningTotal (SyntaxError: "),
+    ("X = 1\n", "cannot load handlers.broken:RunningTotal (AttributeError: "),
+    (
+        "from engine.definitions.handler import StateHandler\n"
+        "class RunningTotal(StateHandler):\n    key = ('currency',)\n",
+        "handlers.broken:RunningTotal does not declare columns, state_type, state_schema, "
+        "output_schema",
+    ),
+    (
+        "from engine.definitions.handler import StateHandler\n"
+        "class RunningTotal(StateHandler):\n    key = columns = ('currency',)\n"
+        "    state_type = dict\n    state_schema = output_schema = 'a INT'\n",
+        "handlers.broken:RunningTotal: state_type <class 'dict'> is not a dataclass or NamedTuple",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), BROKEN)
+def test_a_handler_that_cannot_run_is_refused_as_it_loads(tmp_path: Path, text: str, said: str):
+    (tmp_path / "handlers").mkdir()
+    (tmp_path / "handlers" / "broken.py").write_text(text)
+    with pytest.raises(ValueError) as caught:
+        load_handler_class("handlers.broken:RunningTotal", project=tmp_path)
+    assert str(caught.value).startswith(said)
