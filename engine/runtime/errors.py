@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
 
-__all__ = ["as_user_error", "spark_error_line", "without_sqlstate"]
+__all__ = ["as_user_error", "spark_error_line", "sql_location", "without_sqlstate"]
 
 
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
 _OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+# Spark's context for an error in SQL it ran: the line it quotes, under this header.
+# What spark_error_line appends to say where, when it knows no file: the SQL or the frame.
+_WHERE_SAID = re.compile(r" \((?:in SQL .*|\S+:\d+ in \w+)\)$")
+_SQL_CONTEXT = re.compile(
+    r"^== SQL(?: of VIEW (\S+))? \(line \d+, position \d+\) ==\n(.*)$(?:\n( *)\^)?", re.M
+)
 # A Python error (in a foreachBatch function or a worker) reaches the query as Spark's wrapper
 # around its traceback: the error is the traceback's last line, with Spark's SQL context after
 # it when Spark has one, and the innermost frame outside installed packages says where.
@@ -130,11 +137,18 @@ def _shown(path: str) -> str:
         return path
 
 
-def as_user_error(err: Exception, prefix: str = "", *, kafka_servers: str = "") -> Exception:
+def as_user_error(
+    err: Exception,
+    prefix: str = "",
+    *,
+    kafka_servers: str = "",
+    views: Mapping[str, Path] | None = None,
+) -> Exception:
     """The error to raise for a failed Spark job, as one line after `prefix`: ours (UserError,
     KafkaUnavailable) when our code raised it in a worker, an input file could not be read, a
-    source option is invalid, a Delta source table had rows rewritten, or the Kafka broker at
-    `kafka_servers` lost data or went away; else a RuntimeError."""
+    source option is invalid, a Delta source table had rows rewritten, the Kafka broker at
+    `kafka_servers` lost data or went away, or Spark's context points into the SQL file of one
+    of `views` (named with its line); else a RuntimeError."""
     text = _message(err)
     lost = _kafka_data_loss(text)
     if lost:
@@ -164,7 +178,38 @@ def as_user_error(err: Exception, prefix: str = "", *, kafka_servers: str = "") 
     line = spark_error_line(err)
     if line.startswith(_INPUT_ERRORS):
         kind = UserError
+    where = sql_location(text, views) if views and kind is RuntimeError else None
+    if where:
+        # The file and line say where: not the SQL excerpt, nor the engine's frame that ran it.
+        return UserError(f"{prefix}{where}: {_WHERE_SAID.sub('', without_sqlstate(line))}")
     return kind(prefix + line)
+
+
+def sql_location(text: str, views: Mapping[str, Path]) -> str | None:
+    """`file:line:column` of the SQL that Spark's error context quotes (`== SQL of VIEW kept
+    (line 1, position 12) ==`, the line, cut with `...` at either end, and a caret line under
+    the fault), in the file of the view it names or else the one file of `views` that has the
+    text; None when it cannot be told."""
+    quoted = _SQL_CONTEXT.search(text)
+    if not quoted:
+        return None
+    view, shown, caret = quoted.group(1), quoted.group(2), quoted.group(3)
+    cut = len(shown) - len(shown.removeprefix("..."))
+    shown = shown[cut:].removesuffix("...")
+    core = shown.strip()
+    files = [views[view.lower()]] if view and view.lower() in views else list(views.values())
+    found = []
+    for path in dict.fromkeys(files):
+        if not core or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if core not in line:
+                continue
+            at = f"{path}:{number}"
+            if caret is not None and shown in line:
+                at += f":{line.index(shown) + len(caret) - cut + 1}"
+            found.append(at)
+    return found[0] if len(found) == 1 else None
 
 
 def _jvm_traces(err: BaseException) -> str:

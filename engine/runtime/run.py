@@ -404,12 +404,15 @@ def _wait_while(
 RETRY_SECONDS = 5.0
 
 
-def _failure(name: str, query: StreamingQuery, kafka_servers: str) -> Exception | None:
+def _failure(
+    name: str, query: StreamingQuery, kafka_servers: str, view_files: Mapping[str, Path]
+) -> Exception | None:
     """A stopped query's error, as one line (KafkaUnavailable when the broker was away)."""
     err = query.exception()
     if err is None:
         return None
-    return as_user_error(err, f"query {name}: ", kafka_servers=kafka_servers)
+    prefix = f"query {name}: "
+    return as_user_error(err, prefix, kafka_servers=kafka_servers, views=view_files)
 
 
 def _schedule_retries(
@@ -418,13 +421,16 @@ def _schedule_retries(
     *,
     once: bool,
     kafka_servers: str,
+    view_files: Mapping[str, Path],
     out: TextIO,
     recorder: RunRecorder,
 ) -> None:
     """Raise a stopped query's error, unless the broker was away in a continuous run: then
     say so and schedule its restart."""
     for name, q in queries.items():
-        failed = None if q.isActive or name in retry_at else _failure(name, q, kafka_servers)
+        failed = (
+            None if q.isActive or name in retry_at else _failure(name, q, kafka_servers, view_files)
+        )
         if failed is None:
             continue
         if once or not isinstance(failed, KafkaUnavailable):
@@ -542,6 +548,7 @@ def run_pipeline(
     # Spark's Kafka client fails a batch whose broker went away with a Java timeout; the
     # Python connector raises KafkaUnavailable itself.
     kafka_servers = pipeline.kafka.get("bootstrap.servers", "") if connector == "native" else ""
+    view_files = {name.lower(): step.path for name, step in plan.steps.items()}
     status, message = ("finished" if opts.once else "stopped"), None
     try:
         for name, spec in specs.items():
@@ -562,6 +569,7 @@ def run_pipeline(
                 retry_at,
                 once=opts.once,
                 kafka_servers=kafka_servers,
+                view_files=view_files,
                 out=out,
                 recorder=recorder,
             )
@@ -597,7 +605,7 @@ def run_pipeline(
             else:
                 _stop_between_batches(q)
         for name, q in queries.items():
-            failed = _failure(name, q, kafka_servers)
+            failed = _failure(name, q, kafka_servers, view_files)
             if failed:
                 raise failed
         for name, q in queries.items():

@@ -179,3 +179,64 @@ def test_a_delta_source_table_rewritten_under_the_stream_says_what_to_do() -> No
         "its appends cannot follow: run again with --full-refresh to read it from its start, or "
         "set source.skipChangeCommits=true to skip such versions"
     )
+
+
+KEPT = (
+    "-- The kept records.\nCREATE OR REPLACE TEMP VIEW kept AS\n"
+    "SELECT id, round(amount, 'x') AS amount, CAST(currency AS INT) AS code FROM records\n"
+)
+CAST_FAILED = "[CAST_INVALID_INPUT] The value 'x' cannot be cast to \"INT\". SQLSTATE: 22018\n"
+
+
+# (Spark's context under the error, where it is said to be; None: not told)
+@pytest.mark.parametrize(
+    ("context", "where"),
+    [
+        # The view named, its line cut at the end: line and column in the file.
+        (
+            "== SQL of VIEW kept (line 1, position 12) ==\n"
+            "SELECT id, round(amount, 'x') AS amount, CAST(cur...\n           ^^^^^^^^\n",
+            "kept.sql:3:12",
+        ),
+        # Cut at both ends, no view named: found by its text in the one file that has it.
+        (
+            "== SQL (line 1, position 42) ==\n...AS amount, CAST(currency AS INT) AS code...\n"
+            "              ^^^^^^^^^^\n",
+            "kept.sql:3:42",
+        ),
+        # Raised through the engine's writer: neither its frame nor the excerpt is repeated.
+        (
+            PROXY
+            + "pyspark.errors.exceptions.captured.NumberFormatException: "
+            + CAST_FAILED
+            + "== SQL of VIEW kept (line 1, position 12) ==\n"
+            "SELECT id, round(amount, 'x') AS amount, CAST(cur...\n           ^^^^^^^^\n",
+            "kept.sql:3:12",
+        ),
+        # No caret line: the line alone.
+        (
+            "== SQL of VIEW kept (line 1, position 12) ==\nSELECT id, round(amount, 'x')\n",
+            "kept.sql:3",
+        ),
+        # Text in no file, or no context at all.
+        ("== SQL (line 1, position 1) ==\nSELECT nothing of ours\n^\n", None),
+        ("", None),
+    ],
+)
+def test_an_error_in_a_views_sql_names_its_file_and_line(
+    tmp_path, context: str, where: str | None
+) -> None:
+    kept = tmp_path / "kept.sql"
+    kept.write_text(KEPT)
+    (tmp_path / "records.sql").write_text("SELECT id, amount, currency FROM lines\n")
+    views = {"kept": kept, "records": tmp_path / "records.sql"}
+    found = as_user_error(Exception(CAST_FAILED + context), "query main: ", views=views)
+    if where is None:
+        assert type(found) is RuntimeError
+        assert str(found) == "query main: " + CAST_FAILED.strip()
+    else:
+        assert type(found) is UserError
+        assert str(found) == (
+            f"query main: {tmp_path}/{where}: [CAST_INVALID_INPUT] The value 'x' cannot be cast "
+            'to "INT".'
+        )
