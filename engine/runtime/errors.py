@@ -18,7 +18,7 @@ _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 # What spark_error_line appends to say where, when it knows no file: the SQL or the frame.
 _WHERE_SAID = re.compile(r" \((?:in SQL .*|\S+:\d+ in \w+)\)$")
 _SQL_CONTEXT = re.compile(
-    r"^== SQL(?: of VIEW (\S+))? \(line \d+, position \d+\) ==\n(.*)$(?:\n( *)\^)?", re.M
+    r"^== SQL(?: of VIEW (\S+))? \(line \d+, position \d+\) ==\n(.*)$(?:\n( *)(\^+))?", re.M
 )
 # A Python error (in a foreachBatch function or a worker) reaches the query as Spark's wrapper
 # around its traceback: the error is the traceback's last line, with Spark's SQL context after
@@ -186,30 +186,43 @@ def as_user_error(
 
 
 def sql_location(text: str, views: Mapping[str, Path]) -> str | None:
-    """`file:line:column` of the SQL that Spark's error context quotes (`== SQL of VIEW kept
-    (line 1, position 12) ==`, the line, cut with `...` at either end, and a caret line under
-    the fault), in the file of the view it names or else the one file of `views` that has the
-    text; None when it cannot be told."""
+    """Where in the views' SQL files the error Spark quotes is: `== SQL of VIEW kept (line 1,
+    position 12) ==`, the line (cut with `...` at either end) and carets under the fault.
+    `file:line:column` of the one place with that line, or else with the underlined text (a
+    step run on the batch is SQL that sqlglot wrote again, on one line); the view's file alone
+    when it is named; else None."""
     quoted = _SQL_CONTEXT.search(text)
     if not quoted:
         return None
-    view, shown, caret = quoted.group(1), quoted.group(2), quoted.group(3)
-    cut = len(shown) - len(shown.removeprefix("..."))
-    shown = shown[cut:].removesuffix("...")
-    core = shown.strip()
+    view, shown, spaces, carets = quoted.groups()
     files = [views[view.lower()]] if view and view.lower() in views else list(views.values())
+    texts = {path: path.read_text().splitlines() for path in dict.fromkeys(files) if path.is_file()}
+    cut = len(shown) - len(shown.removeprefix("..."))
+    whole = shown[cut:].removesuffix("...")
+    found = _places(texts, whole, (len(spaces) - cut) if carets else None)
+    if len(found) != 1 and carets:
+        fault = shown[len(spaces) : len(spaces) + len(carets)]
+        found = _places(texts, fault, 0, fold=True)
+    if len(found) == 1:
+        return found[0]
+    return str(files[0]) if view and len(files) == 1 else None
+
+
+def _places(
+    texts: Mapping[Path, list[str]], wanted: str, offset: int | None, *, fold: bool = False
+) -> list[str]:
+    """`file:line[:column]` of each line holding `wanted`; the column is `offset` characters
+    into it (none when `offset` is None)."""
+    if not wanted.strip():
+        return []
     found = []
-    for path in dict.fromkeys(files):
-        if not core or not path.is_file():
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if core not in line:
-                continue
-            at = f"{path}:{number}"
-            if caret is not None and shown in line:
-                at += f":{line.index(shown) + len(caret) - cut + 1}"
-            found.append(at)
-    return found[0] if len(found) == 1 else None
+    for path, lines in texts.items():
+        for number, line in enumerate(lines, 1):
+            at = (line.lower() if fold else line).find(wanted.lower() if fold else wanted)
+            if at >= 0:
+                column = f":{at + offset + 1}" if offset is not None else ""
+                found.append(f"{path}:{number}{column}")
+    return found
 
 
 def _jvm_traces(err: BaseException) -> str:

@@ -173,6 +173,24 @@ def test_fail_update_on_the_batch_part_commits_nothing(spark, tmp_path):
     _nothing_committed(lake, "shop", ["shop", "quarantine"], str(caught.value))
 
 
+def test_sql_spark_stops_on_is_named_by_file_line_and_column(spark, tmp_path):
+    # A cast that fails under ANSI mode, on the batch's rows: Spark quotes the view's SQL.
+    project = copy_project(tmp_path / "project")
+    runner("--pipelines", str(project / "pipelines"), "init", "shop")
+    kept = project / "sql" / "shop" / "kept.sql"
+    edit(kept, "SELECT id, amount,", "SELECT id,\n  amount + CAST(currency AS DOUBLE) AS amount,")
+    lake = tmp_path / "lake"
+    plan = plan_pipeline(Registry(project / "pipelines").get("shop"), once=True)
+    with pytest.raises(UserError) as caught:
+        run_pipeline(spark, plan, RunOptions(lake=lake, once=True, quiet=True), out=io.StringIO())
+    assert str(caught.value).startswith(
+        f"query main: {kept}:4:12: [CAST_INVALID_INPUT] The value 'EUR' of the type \"STRING\" "
+        'cannot be cast to "DOUBLE"'
+    )
+    assert str(caught.value).endswith("return NULL instead.")  # no engine frame after it
+    _nothing_committed(lake, "shop", ["shop", "quarantine"], str(caught.value))
+
+
 def _nothing_committed(lake: Path, pipeline: str, tables: list[str], message: str) -> None:
     assert last_committed(lake / "_checkpoints" / pipeline / "main") is None
     for table in tables:

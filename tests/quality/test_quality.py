@@ -238,7 +238,7 @@ def test_corrupted_tables_fail_exactly_the_right_expectations(tmp_path):
     assert counts["expect_column_values_to_be_between(total_price_error)"] == 1
     # The line names values that broke each rule, as the summary does.
     assert (
-        'carts: FAILED 2 of 8: expect_column_values_to_be_unique(customer_id) 2 unexpected (e.g. '
+        "carts: FAILED 2 of 8: expect_column_values_to_be_unique(customer_id) 2 unexpected (e.g. "
         '"a");'
     ) in run.stdout
     examples = {

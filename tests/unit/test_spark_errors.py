@@ -213,6 +213,14 @@ CAST_FAILED = "[CAST_INVALID_INPUT] The value 'x' cannot be cast to \"INT\". SQL
             "SELECT id, round(amount, 'x') AS amount, CAST(cur...\n           ^^^^^^^^\n",
             "kept.sql:3:12",
         ),
+        # A step run on the batch: sqlglot wrote its SQL again on one line, so the
+        # underlined text is what is found (case aside).
+        (
+            "== SQL (line 1, position 21) ==\n"
+            "SELECT id, ROUND(amount, 'x') AS amount, CAST(currency AS INT) AS code FROM...\n"
+            "                                         ^^^^^^^^^^^^^^^^^^^^^\n",
+            "kept.sql:3:42",
+        ),
         # No caret line: the line alone.
         (
             "== SQL of VIEW kept (line 1, position 12) ==\nSELECT id, round(amount, 'x')\n",
