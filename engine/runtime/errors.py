@@ -14,9 +14,9 @@ __all__ = ["as_user_error", "spark_error_line", "sql_location", "without_sqlstat
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
 _OWN_ERROR = re.compile(r"\b(UserError|KafkaUnavailable): (.+)")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
-# Spark's context for an error in SQL it ran: the line it quotes, under this header.
 # What spark_error_line appends to say where, when it knows no file: the SQL or the frame.
 _WHERE_SAID = re.compile(r" \((?:in SQL .*|\S+:\d+ in \w+)\)$")
+# Spark's context for an error in SQL it ran: the line it quotes, and carets under the fault.
 _SQL_CONTEXT = re.compile(
     r"^== SQL(?: of VIEW (\S+))? \(line \d+, position \d+\) ==\n(.*)$(?:\n( *)(\^+))?", re.M
 )
