@@ -223,7 +223,7 @@ def _deploy(
     for action in deployment.tables.values():
         if action.verb == "rebuild":
             sink = sinks[action.name]
-            sink.rebuild(pipeline=pipeline if action.shared else None)
+            sink.rebuild(pipeline, shared=action.shared)
             release_table(sink.path, pipeline=pipeline)
             out.write(f"{action.line()}\n")
     for action in deployment.tables.values():

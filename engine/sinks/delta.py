@@ -112,19 +112,26 @@ class DeltaSink:
         batches = (batch.cast(wider) for batch in scanner(rows).to_batches())
         self._overwrite(pa.RecordBatchReader.from_batches(wider, batches))
 
-    def rebuild(self, *, pipeline: str | None) -> None:
-        """Remove the table's rows, all of them (the table then has the DDL's schema) or one
-        pipeline's (its `pipeline` column), in a new version: the old versions stay readable
-        by time travel."""
+    def rebuild(self, pipeline: str, *, shared: bool) -> None:
+        """Remove the table's rows for `pipeline`'s --full-refresh, all of them (the table then
+        has the DDL's schema) or, `shared` with other pipelines, its own (its `pipeline`
+        column), in a new version that names the pipeline in `history`: the old versions stay
+        readable by time travel."""
         if not DeltaTable.is_deltatable(str(self.path)):
             return
-        if pipeline is not None:
+        named = CommitProperties(custom_metadata={"pipeline": pipeline})
+        if shared:
             quoted = pipeline.replace("'", "''")
-            DeltaTable(str(self.path)).delete(f"pipeline = '{quoted}'")
+            DeltaTable(str(self.path)).delete(f"pipeline = '{quoted}'", commit_properties=named)
             return
-        self._overwrite(self.table.arrow_schema.empty_table())
+        self._overwrite(self.table.arrow_schema.empty_table(), commit_properties=named)
 
-    def _overwrite(self, rows: pa.Table | pa.RecordBatchReader) -> None:
+    def _overwrite(
+        self,
+        rows: pa.Table | pa.RecordBatchReader,
+        *,
+        commit_properties: CommitProperties | None = None,
+    ) -> None:
         # delta-rs keeps the NOT NULLs of the Arrow schema (a Spark DataFrame write would
         # make every column nullable, and Delta cannot make them NOT NULL again).
         write_deltalake(
@@ -133,6 +140,7 @@ class DeltaSink:
             mode="overwrite",
             schema_mode="overwrite",
             partition_by=list(self.table.partition_by) or None,
+            commit_properties=commit_properties,
         )
 
     def conform(self, data: pa.Table) -> pa.Table:

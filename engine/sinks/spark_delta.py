@@ -101,13 +101,17 @@ class SparkDeltaSink(DeltaSink):
         for statement in alter_table_sql(self.table, self.path, changes):
             self.spark.sql(statement)
 
-    def rebuild(self, *, pipeline: str | None) -> None:
+    def rebuild(self, pipeline: str, *, shared: bool) -> None:
         """As DeltaSink's; one pipeline's rows are deleted by Spark, on the executors (emptying
         a whole table moves no rows, and delta-rs keeps its NOT NULLs)."""
-        if pipeline is None or not (self.path / "_delta_log").is_dir():
-            super().rebuild(pipeline=pipeline)
+        if not shared or not (self.path / "_delta_log").is_dir():
+            super().rebuild(pipeline, shared=shared)
             return
-        self.spark.sql(delete_pipeline_sql(self.path, pipeline))
+        self.spark.conf.set(_USER_METADATA, json.dumps({"pipeline": pipeline}))
+        try:
+            self.spark.sql(delete_pipeline_sql(self.path, pipeline))
+        finally:
+            self.spark.conf.unset(_USER_METADATA)
 
     def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
         """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""

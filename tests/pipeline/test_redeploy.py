@@ -398,3 +398,20 @@ def test_a_new_table_resumes_saying_it_gets_only_new_input(workspace: Path):
         f"query main: {view} added since its last run; big_purchases gets only the input read "
         "from now on (--full-refresh big_purchases rebuilds them from the input)",
     ]
+
+
+def test_a_shared_rebuild_by_spark_deletes_only_its_rows_and_names_its_pipeline(spark, tmp_path):
+    from engine.lake.history import table_history
+    from engine.sinks.delta import DeltaSink
+    from engine.sinks.spark_delta import SparkDeltaSink
+    from tests.unit.test_sinks import TABLES as DEFINED
+    from tests.unit.test_sinks import batch, quarantine_rows
+
+    table = DEFINED["quarantine"]
+    DeltaSink(table, tmp_path).write(quarantine_rows("server_logs", "order_status"), batch(0))
+    SparkDeltaSink(table, tmp_path, spark).rebuild("server_logs", shared=True)
+    assert [r["pipeline"] for r in read_table(tmp_path, "quarantine")] == ["order_status"]
+    newest = table_history(tmp_path, "quarantine").to_pylist()[0]
+    assert (newest["operation"], newest["pipeline"]) == ("DELETE", "server_logs")
+    # The session's later commits carry no such note.
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None

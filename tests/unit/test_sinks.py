@@ -139,7 +139,7 @@ def test_the_ddl_comments_stay_through_creation_and_rebuild(tmp_path):
 
     expected = {c.name: c.comment for c in TABLES["carts"].columns}
     assert comments() == expected and expected["customer_id"] == "Customer id"
-    sink.rebuild(pipeline=None)
+    sink.rebuild("server_logs", shared=False)
     assert comments() == expected and rows(sink) == []
 
 
@@ -169,3 +169,31 @@ MERGES = [
 def test_spark_merge_statement(table, bounds, expected):
     sql = merge_sql(TABLES[table], Path(f"/lake/{table}"), "b", bounds)
     assert sql == expected
+
+
+def quarantine_rows(*pipelines: str) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {"pipeline": p, "source": "f", "raw": "x", "reason": "malformed JSON", "ingested_at": T}
+            for p in pipelines
+        ],
+        schema=TABLES["quarantine"].arrow_schema,
+    )
+
+
+@pytest.mark.parametrize(("shared", "left"), [(False, []), (True, ["order_status"])])
+def test_a_rebuild_names_its_pipeline_in_history(tmp_path, shared: bool, left: list[str]):
+    # `history` showed a --full-refresh's emptying commit with no pipeline.
+    from engine.lake.history import table_history
+
+    sink = DeltaSink(TABLES["quarantine"], tmp_path)
+    sink.write(quarantine_rows("server_logs", "order_status"), batch(0))
+    sink.rebuild("server_logs", shared=shared)
+    assert [r["pipeline"] for r in rows(sink)] == left
+    newest = table_history(tmp_path, "quarantine").to_pylist()[0]
+    operation = "DELETE" if shared else "WRITE"
+    assert (newest["operation"], newest["pipeline"], newest["query"]) == (
+        operation,
+        "server_logs",
+        None,
+    )
