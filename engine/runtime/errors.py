@@ -8,7 +8,18 @@ from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
 
-__all__ = ["as_user_error", "spark_error_line", "sql_location", "without_sqlstate"]
+__all__ = [
+    "WorkerStartFailed",
+    "as_user_error",
+    "spark_error_line",
+    "sql_location",
+    "without_sqlstate",
+]
+
+
+class WorkerStartFailed(RuntimeError):
+    """Spark gave up on a Python worker that did not connect back within its fixed 10 s, as on
+    a machine too busy to start it: transient, so the run restarts the query."""
 
 
 # Our own errors raised in Spark's Python workers reach the driver inside Spark's message.
@@ -57,6 +68,9 @@ _KAFKA_TIMEOUT = re.compile(
     r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)"
     r"|java\.util\.concurrent\.TimeoutException: (Cannot fetch record .+)"
 )
+# Spark starting a Python worker (the Python Kafka source's, a handler's) waits a fixed 10 s
+# for it to connect back; a busy machine can take longer to start Python.
+_WORKER_START = ("Python worker failed to connect back", "for the Python worker to connect back")
 # Spark's Kafka client refusing the pipeline's `kafka:` settings (a value, or two together).
 _KAFKA_CONFIG = re.compile(r"org\.apache\.kafka\.common\.config\.ConfigException: (.+)")
 
@@ -148,7 +162,8 @@ def as_user_error(
     KafkaUnavailable) when our code raised it in a worker, an input file could not be read, a
     source option is invalid, a Delta source table had rows rewritten, the Kafka broker at
     `kafka_servers` lost data or went away, or Spark's context points into the SQL file of one
-    of `views` (named with its line); else a RuntimeError."""
+    of `views` (named with its line); WorkerStartFailed when a Python worker did not start in
+    time; else a RuntimeError."""
     text = _message(err)
     lost = _kafka_data_loss(text)
     if lost:
@@ -171,6 +186,8 @@ def as_user_error(
         if timeout:
             why = without_sqlstate(timeout.group(1) or timeout.group(2))
             return KafkaUnavailable(prefix + str(KafkaUnavailable.broker(kafka_servers, why)))
+    if any(said in text for said in _WORKER_START):
+        return WorkerStartFailed(prefix + spark_error_line(err).rstrip("."))
     own = _OWN_ERROR.search(text)
     kind = {"UserError": UserError, "KafkaUnavailable": KafkaUnavailable}.get(
         own.group(1) if own else "", RuntimeError

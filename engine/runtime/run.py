@@ -31,7 +31,7 @@ from engine.runtime.batch_views import BatchViews
 from engine.runtime.broker_wait import BrokerWait
 from engine.runtime.connect import is_connect
 from engine.runtime.due_timers import queue_due_timers
-from engine.runtime.errors import as_user_error
+from engine.runtime.errors import WorkerStartFailed, as_user_error
 from engine.runtime.events import RunRecorder, versions
 from engine.runtime.expectations import DROPPED, ROWS
 from engine.runtime.progress import ProgressListener, QueryTotals
@@ -402,6 +402,8 @@ def _wait_while(
 
 
 RETRY_SECONDS = 5.0
+# How often a run restarts a query whose Python worker did not start in time before it fails.
+WORKER_RESTARTS = 3
 
 
 def _failure(
@@ -418,6 +420,7 @@ def _failure(
 def _schedule_retries(
     queries: Mapping[str, StreamingQuery],
     retry_at: dict[str, float],
+    restarts: Counter[str],
     *,
     once: bool,
     kafka_servers: str,
@@ -425,18 +428,24 @@ def _schedule_retries(
     out: TextIO,
     recorder: RunRecorder,
 ) -> None:
-    """Raise a stopped query's error, unless the broker was away in a continuous run: then
-    say so and schedule its restart."""
+    """Raise a stopped query's error, unless it can be run again: a Python worker that did not
+    start in time (a few times per run), or the broker away in a continuous run. Then say so
+    and schedule its restart from its checkpoint."""
     for name, q in queries.items():
         failed = (
             None if q.isActive or name in retry_at else _failure(name, q, kafka_servers, view_files)
         )
         if failed is None:
             continue
-        if once or not isinstance(failed, KafkaUnavailable):
+        if isinstance(failed, WorkerStartFailed) and restarts[name] < WORKER_RESTARTS:
+            restarts[name] += 1
+            said = f"{failed}; restarting it ({restarts[name]} of {WORKER_RESTARTS})"
+        elif isinstance(failed, KafkaUnavailable) and not once:
+            said = f"{failed}; retrying every {RETRY_SECONDS:g} s"
+        else:
             raise failed
-        recorder.error(name, f"{failed}; retrying every {RETRY_SECONDS:g} s")
-        out.write(f"{failed}; retrying every {RETRY_SECONDS:g} s\n")
+        recorder.error(name, said)
+        out.write(said + "\n")
         out.flush()
         retry_at[name] = time.monotonic() + RETRY_SECONDS
 
@@ -544,6 +553,7 @@ def run_pipeline(
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     retry_at: dict[str, float] = {}
+    restarts: Counter[str] = Counter()
     watch = _broker_wait(plan, opts, connector)
     # Spark's Kafka client fails a batch whose broker went away with a Java timeout; the
     # Python connector raises KafkaUnavailable itself.
@@ -567,6 +577,7 @@ def run_pipeline(
             _schedule_retries(
                 queries,
                 retry_at,
+                restarts,
                 once=opts.once,
                 kafka_servers=kafka_servers,
                 view_files=view_files,

@@ -62,7 +62,22 @@ def runner_command(lake: Path, servers: str) -> list[str]:
     ]
 
 
+# Put on a run's PYTHONPATH: the first Python streaming source worker the run starts sleeps
+# past the 10 s Spark waits for it to connect back, as on a machine too busy to start Python.
+LATE_WORKER = """
+import os, time
+if b"python_streaming_source_runner" in open("/proc/self/cmdline", "rb").read():
+    try:
+        os.remove(os.environ["LATE_WORKER_FLAG"])
+    except (KeyError, FileNotFoundError):
+        pass
+    else:
+        time.sleep(12)
+"""
+
+
 def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, broker, tmp_path):
+    # The restart also meets a source worker that starts too late: the query restarts again.
     summary = generate_sensor_cep(
         f"kafka://{broker.servers}/sensor-readings", events=4000, seed=3, faults=True
     )
@@ -108,8 +123,19 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         proc.wait()
         assert batches_committed(checkpoint) < 4, "the kill must land mid-stream"
 
-        restart = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        late = tmp_path / "late_worker"
+        late.mkdir()
+        (late / "sitecustomize.py").write_text(LATE_WORKER)
+        (late / "flag").touch()
+        env = {**os.environ, "PYTHONPATH": str(late), "LATE_WORKER_FLAG": str(late / "flag")}
+        restart = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
         assert restart.returncode == 0, restart.stderr
+        assert not (late / "flag").exists(), "no source worker started late"
+        assert re.search(
+            r"^query \w+: Python worker failed to connect back; restarting it \(1 of 3\)$",
+            restart.stdout,
+            re.M,
+        ), restart.stdout
         assert snapshot(lake) == expected
         # Every anomaly reached the topic (a batch cut short by the kill may be sent twice).
         sent = consume(other.servers, "sensor-anomalies", expect=summary.anomalies)

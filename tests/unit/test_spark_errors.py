@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import KafkaUnavailable, UserError
-from engine.runtime.errors import as_user_error, spark_error_line
+from engine.runtime.errors import WorkerStartFailed, as_user_error, spark_error_line
 
 PROXY = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call "
@@ -142,6 +142,23 @@ def test_spark_kafka_client_giving_up_on_the_broker_names_it_and_is_retried() ->
     )
     # Without Spark's Kafka client in the run, the text is not taken for one of its errors.
     assert type(as_user_error(_Captured(KAFKA_TIMEOUT), "query main: ")) is RuntimeError
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The Python source's worker, started as the query plans its first batch.
+        "Python worker failed to connect back.",
+        # A worker a task started.
+        "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent "
+        "failure: Lost task 0.0 in stage 3.0 (TID 5) (localhost executor driver): "
+        "org.apache.spark.SparkException: Python worker failed to connect back.",
+    ],
+)
+def test_a_python_worker_that_did_not_start_in_time_is_restartable(text: str) -> None:
+    err = as_user_error(_Captured(text), "query alerts: ", kafka_servers="h:9092")
+    assert isinstance(err, WorkerStartFailed) and not isinstance(err, UserError)
+    assert str(err).startswith("query alerts: ") and str(err).endswith("connect back")
 
 
 def test_spark_kafka_client_refusing_the_settings_is_a_usage_error_with_its_reason() -> None:
