@@ -402,7 +402,7 @@ def _wait_while(
 
 
 RETRY_SECONDS = 5.0
-# How often a run restarts a query whose Python worker did not start in time before it fails.
+# How often in a row a run restarts a query whose Python worker did not start in time.
 WORKER_RESTARTS = 3
 
 
@@ -429,9 +429,11 @@ def _schedule_retries(
     recorder: RunRecorder,
 ) -> None:
     """Raise a stopped query's error, unless it can be run again: a Python worker that did not
-    start in time (a few times per run), or the broker away in a continuous run. Then say so
+    start in time (a few times in a row), or the broker away in a continuous run. Then say so
     and schedule its restart from its checkpoint."""
     for name, q in queries.items():
+        if name in restarts and q.isActive and q.lastProgress is not None:
+            del restarts[name]  # its workers started: the count is of restarts in a row
         failed = (
             None if q.isActive or name in retry_at else _failure(name, q, kafka_servers, view_files)
         )
