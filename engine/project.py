@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROJECT", "Project"]
+__all__ = ["PROJECT", "Project", "shown"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +42,12 @@ class Project:
 
 #: The project this engine was installed with (the repository's own folders).
 PROJECT = Project(Path(__file__).resolve().parent.parent)
+
+
+def shown(path: Path | str) -> Path:
+    """`path` as a user at the working folder names it: relative to it when below it, else as
+    given."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return Path(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.commands.options import registry
+from engine.project import PROJECT, shown
 
 HELP = "create a new pipeline that runs on a bundled sample"
 
@@ -19,13 +20,10 @@ def execute(args: argparse.Namespace) -> int:
     from engine.scaffold import init_pipeline
 
     project = registry(args, may_be_new=True).project
-    written = init_pipeline(args.name, project)
-    root = project.root
-    for path in written:
-        print(f"created {path.relative_to(root) if path.is_relative_to(root) else path}")
+    for path in init_pipeline(args.name, project):
+        print(f"created {shown(path)}")
     # The commands that follow need the same folder, or they read the engine's own project.
     where = f"--pipelines {args.pipelines} " if args.pipelines else ""
-    print(
-        f"next: python runner.py {where}run {args.name} --once && python runner.py {where}quality"
-    )
+    runner = shown(PROJECT.root / "runner.py")
+    print(f"next: python {runner} {where}run {args.name} --once && python {runner} {where}quality")
     return 0

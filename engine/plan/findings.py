@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from engine.definitions.sql import SqlError, position
 from engine.errors import UserError
+from engine.project import shown
 
 __all__ = ["Finding", "Severity", "finding_at", "from_sql_error", "from_user_error"]
 
@@ -37,7 +38,7 @@ class Finding:
     @property
     def shown_path(self) -> Path:
         """The path relative to the working folder where it is inside, else as it is."""
-        return _shown(self.path)
+        return shown(self.path)
 
     @property
     def where(self) -> str:
@@ -54,13 +55,6 @@ class Finding:
     def sort_key(self) -> tuple[str, int, int, str]:
         """Order of the report: file, then line and column, then message."""
         return (str(self.shown_path), self.line or 0, self.col or 0, self.message)
-
-
-def _shown(path: Path) -> Path:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return path
 
 
 def finding_at(

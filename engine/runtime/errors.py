@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
+from engine.project import shown
 
 __all__ = [
     "WorkerStartFailed",
@@ -124,7 +125,7 @@ def _python_error(tail: str, raised: re.Match[str]) -> str:
     if not frames:
         return message
     path, line, function = frames[-1].groups()
-    return f"{message} ({_shown(path)}:{line} in {function})"
+    return f"{message} ({shown(path)}:{line} in {function})"
 
 
 def _java_error(text: str) -> str:
@@ -141,14 +142,6 @@ def _java_error(text: str) -> str:
         if cause not in message:
             message = f"{message} ({kind}: {cause})"
     return message
-
-
-def _shown(path: str) -> str:
-    """`path` relative to the working folder when it is below it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return path
 
 
 def as_user_error(

@@ -20,7 +20,7 @@ from engine.lake.event_log import EventLog
 from engine.lake.guard import batch_time_ms, last_committed
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import copy_project, edit, read_table
+from tests.conftest import PROJECT, copy_project, edit, read_table
 from tests.pipeline.test_bad_input import log
 from tests.pipeline.test_cli import one_error_line, runner
 
@@ -33,21 +33,22 @@ def _batch_checks(lake: Path) -> list[dict]:
 def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     project = copy_project(tmp_path / "project")
     pipelines = str(project / "pipelines")
-    made = runner("--pipelines", pipelines, "init", "shop")
+    # Typed in the folder that holds the project: paths as named from there.
+    made = runner("--pipelines", pipelines, "init", "shop", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert made.stdout.splitlines() == [
-        "created pipelines/shop.yaml",
-        "created sql/shop/lines.sql",
-        "created sql/shop/records.sql",
-        "created sql/shop/kept.sql",
-        "created sql/shop/quarantine.sql",
-        "created tables/shop.sql",
-        "created quality/suites/shop.yaml",
-        "created data/shop/sample.jsonl",
-        "created tests/pipeline/test_shop.py",
-        "created tests/conftest.py",  # the copy has none: the generated test's `spark` fixture
-        f"next: python runner.py --pipelines {pipelines} run shop --once && "
-        f"python runner.py --pipelines {pipelines} quality",
+        "created project/pipelines/shop.yaml",
+        "created project/sql/shop/lines.sql",
+        "created project/sql/shop/records.sql",
+        "created project/sql/shop/kept.sql",
+        "created project/sql/shop/quarantine.sql",
+        "created project/tables/shop.sql",
+        "created project/quality/suites/shop.yaml",
+        "created project/data/shop/sample.jsonl",
+        "created project/tests/pipeline/test_shop.py",
+        "created project/tests/conftest.py",  # the copy has none: the generated test's fixture
+        f"next: python {PROJECT}/runner.py --pipelines {pipelines} run shop --once && "
+        f"python {PROJECT}/runner.py --pipelines {pipelines} quality",
     ]
     linted = runner("--pipelines", pipelines, "lint", "shop")
     assert (linted.returncode, linted.stdout.strip()) == (
