@@ -17,7 +17,8 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def broker() -> Iterator[Any]:
-    """A real Kafka-protocol broker (tansu, in memory) with the sensor_cep topics, per test."""
+    """A real Kafka broker (Apache Kafka where `make` fetched its jars, else tansu) with the
+    sensor_cep topics, per test."""
     from devtools.broker import Broker
 
     with Broker().start(["sensor-readings", "sensor-anomalies"]) as running:

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import UserError
 
-__all__ = ["librdkafka_settings"]
+__all__ = ["check_spark_client", "librdkafka_settings"]
 
 _UNKNOWN = "No such configuration property"
 
@@ -61,3 +61,15 @@ def _refusal(settings: Mapping[str, str]) -> str | None:
     except KafkaException as err:
         return err.args[0].str()
     return None
+
+
+def check_spark_client(servers: str, cluster_id: str | None) -> None:
+    """Refuse Spark's Kafka connector a tansu broker (known by its cluster id, `tansu_cluster`
+    unless set otherwise): Spark's Java client reads one record of each batch a producer sent
+    there, and its writes do not arrive, without an error (docs/decisions.md)."""
+    if (cluster_id or "").startswith("tansu"):
+        raise UserError(
+            f"source.connector: Spark's Kafka connector (native, the default where its jar is "
+            f"there) loses records on the tansu broker at {servers}; set "
+            "source.connector=python, or run Apache Kafka (`runner.py broker --kind kafka`)"
+        )

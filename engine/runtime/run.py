@@ -523,7 +523,7 @@ def run_pipeline(
     if topics and (connector == "native" or opts.once):
         # Spark's Kafka sink would wait 60 s a batch for a broker or topic that is not there,
         # then fail with a Java error; --once ends here as it does for an unreachable source.
-        check_broker(pipeline.kafka, topics, where=pipeline.path)
+        check_broker(pipeline.kafka, topics, where=pipeline.path, by_spark=connector == "native")
     if pipeline.source.kind == "socket" and not opts.input_path:
         # The query would fail at its first batch with Spark's "Connection refused", after the
         # lake and the checkpoint were made; a server that is not there is the user's to start.

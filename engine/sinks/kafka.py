@@ -13,7 +13,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from engine.definitions.kafka_settings import librdkafka_settings
+from engine.definitions.kafka_settings import check_spark_client, librdkafka_settings
 from engine.definitions.tables import Column
 from engine.errors import KafkaUnavailable, UserError
 from engine.sinks import BatchId
@@ -97,19 +97,28 @@ class TopicSink:
 
 
 def check_broker(
-    client: Mapping[str, str], topics: Sequence[str], *, where: Path, timeout_s: float = 15.0
+    client: Mapping[str, str],
+    topics: Sequence[str],
+    *,
+    where: Path,
+    by_spark: bool = False,
+    timeout_s: float = 15.0,
 ) -> None:
     """The broker of `client` (librdkafka settings) answers within `timeout_s` (else
-    KafkaUnavailable) and has or creates each of `topics` (else a UserError naming `where`)."""
+    KafkaUnavailable), has or creates each of `topics` (else a UserError naming `where`) and,
+    written by Spark's Kafka sink (`by_spark`), is a broker it can write to."""
     from confluent_kafka import KafkaError, KafkaException
 
     servers = client.get("bootstrap.servers", "?")
     metadata = KafkaProducer({**librdkafka_settings(client, strict=False), "log_level": 0}).client
     for topic in topics:
         try:
-            found = metadata.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            meta = metadata.list_topics(topic, timeout=timeout_s)
         except KafkaException as err:
             raise KafkaUnavailable.broker(servers, err.args[0].str()) from None
+        if by_spark:
+            check_spark_client(servers, meta.cluster_id)
+        found = meta.topics.get(topic)
         # A broker that creates topics on first use answers LEADER_NOT_AVAILABLE meanwhile.
         if found is None or (
             found.error is not None and found.error.code() != KafkaError.LEADER_NOT_AVAILABLE

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from engine.definitions.kafka_settings import librdkafka_settings
+from engine.definitions.kafka_settings import check_spark_client, librdkafka_settings
 from engine.definitions.pipeline import SourceSpec
 from engine.errors import KafkaUnavailable, UserError
 
@@ -129,12 +129,16 @@ def split_limit(available: Mapping[int, int], cap: int) -> dict[int, int]:
     return take
 
 
-def check_topic(options: KafkaOptions) -> list[int]:
+def check_topic(options: KafkaOptions, *, by_spark: bool = False) -> list[int]:
     """The topic's partitions: KafkaUnavailable when the broker does not answer within
-    `timeout`, UserError when it has no such topic."""
+    `timeout`, UserError when it has no such topic or (`by_spark`, read by Spark's Kafka
+    connector) is a broker that connector cannot read."""
     client = TopicClient(options)
     try:
-        return client.partitions()
+        partitions = client.partitions()
+        if by_spark:
+            check_spark_client(options.servers, client.cluster_id)
+        return partitions
     finally:
         client.stop()
 
@@ -166,6 +170,8 @@ class TopicClient:
     def __init__(self, options: KafkaOptions) -> None:
         self.opts = options
         self._consumer: Any = None
+        #: The cluster id the broker gave with the topic's partitions (None until asked).
+        self.cluster_id: str | None = None
 
     def client(self) -> Any:
         """The consumer, connected on first use."""
@@ -188,6 +194,7 @@ class TopicClient:
             meta = self.client().list_topics(self.opts.topic, timeout=self.opts.timeout_s)
         except KafkaException as err:
             raise self.unavailable(str(err.args[0])) from None
+        self.cluster_id = meta.cluster_id
         topic = meta.topics.get(self.opts.topic)
         if topic is None or topic.error is not None or not topic.partitions:
             if seen:

@@ -108,7 +108,7 @@ def _check_topic(options: Mapping[str, str]) -> None:
     unreachable broker for minutes and wait on a missing topic for ever."""
     from engine.sources.kafka_topic import KafkaOptions, check_topic
 
-    check_topic(KafkaOptions.parse(options))
+    check_topic(KafkaOptions.parse(options), by_spark=True)
 
 
 # The view's columns with either connector. Both give key and value as bytes; the CAST keeps

@@ -252,6 +252,24 @@ def test_the_broker_is_checked_for_the_sink_topics(broker, tmp_path):
         check_broker(client, ["sensor-anomalies", "no-such-topic"], where=tmp_path / "p.yaml")
 
 
+def test_spark_connector_on_a_tansu_broker_is_refused_before_it_loses_records(spark, tmp_path):
+    # Spark's client read 1 of 10 messages a producer sent to tansu in one batch, silently.
+    from devtools.broker import Broker
+    from engine.sinks.kafka import check_broker
+
+    refused = r"^source\.connector: Spark's Kafka connector .* loses records on the tansu broker"
+    lake = tmp_path / "lake"
+    with Broker(kind="tansu").start(["sensor-readings", "sensor-anomalies"]) as tansu:
+        overrides = {"kafka.bootstrap.servers": tansu.servers}  # connector auto: Spark's here
+        with pytest.raises(UserError, match=refused + r" at 127\.0\.0\.1:\d+; set source\."):
+            run(spark, lake, overrides, input_path=None)
+        client = {"bootstrap.servers": tansu.servers}
+        with pytest.raises(UserError, match=refused):
+            check_broker(client, ["sensor-anomalies"], where=tmp_path / "p.yaml", by_spark=True)
+        check_broker(client, ["sensor-anomalies"], where=tmp_path / "p.yaml")  # librdkafka's
+    assert not (lake / "_checkpoints").exists()
+
+
 def test_a_replayed_batch_is_not_sent_again_once_its_tables_hold_it(spark, broker, tmp_path):
     from engine.definitions.tables import load_tables
     from engine.sinks.delta import DeltaSink
