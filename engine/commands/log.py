@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from engine.commands.options import add_format, add_lake, at_least, registry
+from engine.errors import UserError
 
 HELP = "what the runs did, from the lake's event log"
 
@@ -30,10 +31,17 @@ def execute(args: argparse.Namespace) -> int:
 
     lake = Path(args.lake).resolve()
     lake_tables(lake)  # a missing lake is one line
-    # An unknown name lists the known ones; a known one brings the tables whose quality
-    # results are its own.
-    tables = registry(args).get(args.pipeline).tables if args.pipeline else []
-    events = EventLog(lake).read(pipeline=args.pipeline, tables=tables, last=args.last)
+    log = EventLog(lake)
+    tables: list[str] = []
+    if args.pipeline:
+        # A known name brings the tables whose quality results are its own. An unknown one
+        # lists the known ones, unless the lake has its runs (a project of one's own).
+        try:
+            tables = list(registry(args).get(args.pipeline).tables)
+        except UserError:
+            if not log.read(pipeline=args.pipeline, last=1).num_rows:
+                raise
+    events = log.read(pipeline=args.pipeline, tables=tables, last=args.last)
     if args.format != "text":
         print_rows(events, args.format)
     elif not events.num_rows:

@@ -20,7 +20,7 @@ from engine.definitions.yaml_files import (
     text_mapping,
 )
 from engine.errors import UserError
-from engine.project import PROJECT, Project
+from engine.project import PROJECT, Project, shown
 
 __all__ = [
     "MAIN_QUERY",
@@ -340,9 +340,13 @@ class Registry:
         return sorted(p.stem for p in self.folder.glob("*.yaml"))
 
     def get(self, name: str) -> Pipeline:
-        """Load one pipeline; an unknown name is a user error listing the known ones."""
+        """Load one pipeline; an unknown name is a user error naming the folder and listing
+        the known ones."""
         path = self.folder / f"{name}.yaml"
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
-            raise UserError(f"unknown pipeline '{name}' (pipelines: {known})")
+            raise UserError(
+                f"unknown pipeline '{name}' in {shown(self.folder)}/ (pipelines: {known}; "
+                "--pipelines FOLDER/pipelines reads another project's)"
+            )
         return _load(path)

@@ -58,8 +58,9 @@ def test_pipelines_lists_tables():
     [
         (
             ("run", "nope"),
-            "unknown pipeline 'nope' "
-            "(pipelines: customer_spend, order_status, sensor_cep, server_logs, user_activity)",
+            "unknown pipeline 'nope' in pipelines/ (pipelines: customer_spend, order_status, "
+            "sensor_cep, server_logs, user_activity; --pipelines FOLDER/pipelines reads another "
+            "project's)",
         ),
         (("run", "server_logs", "--input", "/no/such/folder"), "--input: input folder not found"),
         (("run", "server_logs", "--dry-run", "--input", ""), "--input: empty; give the folder"),

@@ -129,12 +129,18 @@ def test_log_command(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ("sensor_cep", "run_start"),
         (None, "quality"),
     ]
+    # A pipeline of a project folder of one's own, named without its --pipelines: its runs.
+    started = Event("run_start", "r3", "payments", status="started", event_time=at(60))
+    EventLog(lake).append([started])
+    assert main(["log", "payments", "--lake", str(lake)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.split()[2:4] == ["payments", "run_start"]
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["log", "nope"], "error: unknown pipeline 'nope' (pipelines: "),
+        (["log", "nope"], "error: unknown pipeline 'nope' in "),
         (["log", "--last", "0"], "error: argument --last: must be at least 1, got 0"),
         (["log", "--lake", "/no/such/lake"], "error: --lake: no lake at /no/such/lake"),
     ],
