@@ -592,6 +592,8 @@ def run_pipeline(
                 if time.monotonic() >= due:
                     del retry_at[name]
                     result.writers[name].restart()
+                    if opts.once:  # the query may have stopped between a batch and its timers
+                        queue_due_timers(result.writers[name].checkpoint)
                     queries[name] = _start(
                         spark,
                         specs[name],
