@@ -23,7 +23,7 @@ from engine.lake import dataset, lake_tables, read_arrow, scanner
 from engine.lake.event_log import Event, EventLog
 from engine.lake.guard import open_table
 from engine.lake.values import json_safe
-from engine.project import PROJECT, Project
+from engine.project import PROJECT, Project, shown
 from engine.quality.html import Check, TableHistory, write_report_html
 from engine.quality.suites import Suite, load_suites
 
@@ -319,7 +319,10 @@ def validate_lake(
     for name in tables if named else ():
         if name not in suites:
             have = ", ".join(suites)
-            raise UserError(f"quality: no suite {_suite_file(project, name)} (have: {have})")
+            raise UserError(
+                f"quality: no suite {_suite_file(project, name)} in {shown(project.root)}/ "
+                f"(have: {have}; --pipelines FOLDER/pipelines reads another project's)"
+            )
         if name not in present:
             raise UserError(f"quality: table '{name}' is not in the lake {lake}")
     report = QualityReport(report_dir or default_report_dir(lake))

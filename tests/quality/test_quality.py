@@ -394,7 +394,7 @@ def test_a_table_without_a_suite_is_skipped_unless_named(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["nope"], "error: quality: no suite quality/suites/nope.yaml"),
+        (["nope"], "error: quality: no suite quality/suites/nope.yaml in ./ (have: activity_spans"),
         (["--lake", "/nonexistent/lake"], "error: --lake: no lake at /nonexistent/lake"),
     ],
 )
