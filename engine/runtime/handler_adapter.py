@@ -23,10 +23,12 @@ would have timed it out had it been a group of its own.
 
 from __future__ import annotations
 
+import copyreg
+import functools
 import pickle
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -520,6 +522,25 @@ def _struct(ddl: str) -> StructType:
     return parsed
 
 
+def _send_by_value(module: Any) -> None:
+    """Pickle `module`'s classes and functions whole, for workers that cannot import it."""
+    # A class sent whole takes its attributes along, and Python 3.11's cached_property holds a
+    # lock that pickle cannot copy ("cannot pickle '_thread.RLock' object"): one is sent as
+    # its function and name instead.
+    copyreg.pickle(functools.cached_property, _reduce_cached_property)
+    cloudpickle.register_pickle_by_value(module)
+
+
+def _reduce_cached_property(prop: functools.cached_property) -> tuple[Callable[..., Any], tuple]:
+    return _cached_property, (prop.func, prop.attrname)
+
+
+def _cached_property(func: Callable[[Any], Any], name: str | None) -> functools.cached_property:
+    prop = functools.cached_property(func)
+    prop.attrname = name  # set by the class statement, which a class sent whole does not run
+    return prop
+
+
 def apply_handlers(
     df: DataFrame, handlers: Mapping[str, StateHandler], *, passthrough: Sequence[str] = ()
 ) -> DataFrame:
@@ -530,7 +551,7 @@ def apply_handlers(
         module = type(h).__module__
         if module.startswith(PROJECT_MODULE_PREFIX):
             # A project's own handler file: Spark's workers cannot import it by that name.
-            cloudpickle.register_pickle_by_value(sys.modules[module])
+            _send_by_value(sys.modules[module])
     group = HandlerGroup(
         handlers,
         input_schema=df.schema,
