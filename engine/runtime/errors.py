@@ -69,7 +69,7 @@ _KAFKA_TIMEOUT = re.compile(
     r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)"
     r"|java\.util\.concurrent\.TimeoutException: (Cannot fetch record .+)"
 )
-# Spark starting a Python worker (the Python Kafka source's, a handler's) waits a fixed 10 s
+# Spark starting a Python worker (a Python source's, in the driver) waits a fixed 10 s
 # for it to connect back; a busy machine can take longer to start Python.
 _WORKER_START = ("Python worker failed to connect back", "for the Python worker to connect back")
 # Spark's Kafka client refusing the pipeline's `kafka:` settings (a value, or two together).
