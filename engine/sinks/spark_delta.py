@@ -9,6 +9,8 @@ userMetadata names pipeline, query and batch for `history`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import sqlglot
@@ -107,11 +109,8 @@ class SparkDeltaSink(DeltaSink):
         if not shared or not (self.path / "_delta_log").is_dir():
             super().rebuild(pipeline, shared=shared)
             return
-        self.spark.conf.set(_USER_METADATA, json.dumps({"pipeline": pipeline}))
-        try:
+        with _session_conf(self.spark, {_USER_METADATA: json.dumps({"pipeline": pipeline})}):
             self.spark.sql(delete_pipeline_sql(self.path, pipeline))
-        finally:
-            self.spark.conf.unset(_USER_METADATA)
 
     def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
         """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""
@@ -135,17 +134,26 @@ class SparkDeltaSink(DeltaSink):
             _TXN_VERSION: str(batch.batch),
             _USER_METADATA: _metadata(batch),
         }
-        for key, value in conf.items():
-            session.conf.set(key, value)
         view = f"_merge_{self.table.name}"
-        data.createOrReplaceTempView(view)
-        try:
-            session.sql(merge_sql(self.table, self.path, view, _key_bounds(self.table, data)))
-        finally:
-            session.catalog.dropTempView(view)
-            for key in conf:
-                session.conf.unset(key)
+        with _session_conf(session, conf):
+            data.createOrReplaceTempView(view)
+            try:
+                session.sql(merge_sql(self.table, self.path, view, _key_bounds(self.table, data)))
+            finally:
+                session.catalog.dropTempView(view)
         return -1
+
+
+@contextmanager
+def _session_conf(session: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """`conf` set in `session` for the statements of the block only."""
+    for key, value in conf.items():
+        session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in conf:
+            session.conf.unset(key)
 
 
 def _key_bounds(table: TableDef, data: DataFrame) -> list[tuple[str | None, str | None]]:
