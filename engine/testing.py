@@ -14,15 +14,20 @@ from pyspark.sql import SparkSession
 
 from engine.lake import read_arrow
 
-__all__ = ["read_table", "spark"]
+__all__ = ["local_session", "read_table", "spark"]
+
+
+def local_session() -> SparkSession:
+    """The local Spark session tests share, with two shuffle partitions for their small data."""
+    from engine.runtime.session import get_spark
+
+    return get_spark({"spark.sql.shuffle.partitions": "2"})
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole test process, stopped at its end."""
-    from engine.runtime.session import get_spark
-
-    session = get_spark({"spark.sql.shuffle.partitions": "2"})
+    session = local_session()
     yield session
     session.stop()
 

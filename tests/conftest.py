@@ -3,16 +3,41 @@ a Kafka-protocol broker."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
-# The fixture and reader every pipeline test uses, `init`'s generated ones too.
-from engine.testing import read_table, spark  # noqa: F401
+# The reader every pipeline test uses, as `init`'s generated ones do.
+from engine.testing import local_session, read_table  # noqa: F401
 
 PROJECT = Path(__file__).resolve().parent.parent
+
+# A runner.py that a test starts lives for half a minute, most of it spent compiling Spark's
+# code for the first time: on the JIT's first tier alone it takes about a fifth less
+# (docs/decisions.md, "Runs a test starts use the JIT's first tier"). That tier alone gets a
+# 48 MB code cache, which a run fills; 240 MB is what the JVM gives both tiers. Every process a
+# test starts inherits this; the suite's own session is started without it (below).
+FIRST_TIER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+SUBMIT_OPTS = os.environ.get("SPARK_SUBMIT_OPTS", "")
+os.environ["SPARK_SUBMIT_OPTS"] = f"{SUBMIT_OPTS} {FIRST_TIER}".strip()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """engine.testing's session, on every tier of the JIT: it runs the whole suite, where the
+    later tiers pay (a fifth of the suite's time and more)."""
+    short_runs = os.environ["SPARK_SUBMIT_OPTS"]
+    os.environ["SPARK_SUBMIT_OPTS"] = SUBMIT_OPTS
+    try:
+        session = local_session()
+    finally:
+        os.environ["SPARK_SUBMIT_OPTS"] = short_runs
+    yield session
+    session.stop()
 
 
 @pytest.fixture
