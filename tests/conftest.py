@@ -29,13 +29,10 @@ os.environ["SPARK_SUBMIT_OPTS"] = f"{SUBMIT_OPTS} {FIRST_TIER}".strip()
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """engine.testing's session, on every tier of the JIT: it runs the whole suite, where the
-    later tiers pay (a fifth of the suite's time and more)."""
-    short_runs = os.environ["SPARK_SUBMIT_OPTS"]
-    os.environ["SPARK_SUBMIT_OPTS"] = SUBMIT_OPTS
-    try:
+    later tiers pay (five pipeline test files: 288-323 s, against 396 s on the first alone)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_SUBMIT_OPTS", SUBMIT_OPTS)
         session = local_session()
-    finally:
-        os.environ["SPARK_SUBMIT_OPTS"] = short_runs
     yield session
     session.stop()
 
