@@ -29,14 +29,23 @@ __all__ = [
 
 
 def dataset(table: DeltaTable) -> pds.Dataset:
-    """The data files of `table` as an Arrow dataset whose times read in microseconds."""
+    """The data files of `table` as an Arrow dataset whose times read in microseconds, opened
+    with Arrow's own file system."""
     import pyarrow.dataset as pds
+    import pyarrow.fs as pafs
 
     # Spark writes TIMESTAMP columns as Parquet INT96, which Arrow reads as nanoseconds by
     # default: a time before 1677 or after 2262 (9999-12-31, 0001-01-01) overflows and the
     # whole scan fails. Delta's timestamps are microseconds, so that is the unit to read.
     options = pds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
-    return table.to_pyarrow_dataset(parquet_read_options=options)
+    # delta-rs's default opens each file through a Python object, and the last reference to it
+    # can be dropped on one of Arrow's I/O threads after the scan returned: in a process that is
+    # exiting, that thread then waits for the interpreter's lock and is ended mid-destructor
+    # (abort, "terminate called without an active exception"; docs/decisions.md).
+    files, root = pafs.FileSystem.from_uri(table.table_uri)
+    return table.to_pyarrow_dataset(
+        parquet_read_options=options, filesystem=pafs.SubTreeFileSystem(root, files)
+    )
 
 
 def scanner(rows: pds.Dataset) -> pds.Scanner:

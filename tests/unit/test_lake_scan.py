@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
 
-from engine.lake import read_arrow
+from engine.lake import dataset, read_arrow
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +48,13 @@ def test_tables_are_read_through_the_scanner_only():
         if "to_pyarrow_table(" in line and path != Path(__file__).resolve()
     ]
     assert found == []
+
+
+def test_files_are_opened_by_arrow_not_through_python(tmp_path):
+    """A Python file object dropped on an Arrow thread at exit aborts the process."""
+    rows = dataset(DeltaTable(str(_table(tmp_path / "t"))))
+    assert not isinstance(rows.filesystem, pafs.PyFileSystem)
+    assert {type(f.filesystem) for f in rows.get_fragments()} == {pafs.SubTreeFileSystem}
 
 
 def test_a_process_that_reads_a_table_and_exits_at_once_exits_cleanly(tmp_path):
