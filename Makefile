@@ -51,9 +51,13 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Two pytest processes, a test file each at a time (docs/decisions.md, "The suite runs in two
+# processes"); TEST_WORKERS=0 runs it in this one.
+TEST_WORKERS ?= 2
+
 test: lint
 	$(PY) runner.py lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(PY) bench/bench_server_logs.py
