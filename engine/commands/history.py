@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from engine.commands.options import add_format, add_lake, at_least
+from engine.commands.options import add_format, add_lake, at_least, lake_folder
 
 HELP = "a table's Delta commits, newest first"
 
@@ -23,5 +22,5 @@ def execute(args: argparse.Namespace) -> int:
     from engine.lake.history import table_history
     from engine.query.output import print_rows
 
-    print_rows(table_history(Path(args.lake).resolve(), args.table, last=args.last), args.format)
+    print_rows(table_history(lake_folder(args), args.table, last=args.last), args.format)
     return 0

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from engine.commands.options import add_format, add_lake, at_least, registry
+from engine.commands.options import add_format, add_lake, at_least, lake_folder, registry
 from engine.errors import UserError
 
 HELP = "what the runs did, from the lake's event log"
@@ -29,7 +28,7 @@ def execute(args: argparse.Namespace) -> int:
     from engine.lake.event_log import EventLog, event_lines
     from engine.query.output import print_rows
 
-    lake = Path(args.lake).resolve()
+    lake = lake_folder(args)
     lake_tables(lake)  # a missing lake is one line
     log = EventLog(lake)
     tables: list[str] = []

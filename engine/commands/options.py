@@ -21,6 +21,7 @@ __all__ = [
     "add_format",
     "add_lake",
     "at_least",
+    "lake_folder",
     "lake_log_file",
     "registry",
     "writable_folder",
@@ -97,6 +98,19 @@ def registry(args: argparse.Namespace, *, may_be_new: bool = False) -> Registry:
     if not may_be_new and not folder.is_dir():
         raise UserError(f"--pipelines {args.pipelines}: no such folder")
     return Registry(folder)
+
+
+def lake_folder(args: argparse.Namespace) -> Path:
+    """`--lake`, absolute; a Delta table or a folder inside one is a user error (the lake is the
+    folder that holds the tables)."""
+    lake = Path(args.lake).resolve()
+    table = next((p for p in (lake, *lake.parents) if (p / "_delta_log").is_dir()), None)
+    if table is None:
+        return lake
+    where = "is a Delta table" if table == lake else f"is inside the Delta table {table}"
+    raise UserError(
+        f"--lake: {lake} {where}; the lake is the folder that holds the tables ({table.parent})"
+    )
 
 
 def lake_log_file(lake: Path) -> Path:

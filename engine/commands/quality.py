@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.commands.options import EXIT_FAILED, add_lake, registry, writable_folder
+from engine.commands.options import EXIT_FAILED, add_lake, lake_folder, registry, writable_folder
 
 HELP = "validate the lake's tables with their suites"
 
@@ -26,7 +26,7 @@ def execute(args: argparse.Namespace) -> int:
     from engine.quality import validate_lake
 
     report = validate_lake(
-        Path(args.lake).resolve(),
+        lake_folder(args),
         writable_folder("--report", Path(args.report).resolve()) if args.report else None,
         args.tables,
         since_last=args.since_last,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from engine.commands.options import add_format, add_lake, at_least
+from engine.commands.options import add_format, add_lake, at_least, lake_folder
 
 HELP = "run read-only Spark SQL over the lake's tables"
 
@@ -34,7 +33,7 @@ def execute(args: argparse.Namespace) -> int:
     from engine.query.catalog import catalog_answer
     from engine.query.output import print_rows
 
-    lake = Path(args.lake).resolve()
+    lake = lake_folder(args)
     snapshot = Snapshot.parse(args.version, args.as_of)
     lake_tables(lake)  # a missing lake and a statement that is not a query are reported
     answer = catalog_answer(args.sql, lake, snapshot)  # SHOW TABLES, DESCRIBE: from the logs

@@ -12,6 +12,7 @@ from engine.commands.options import (
     EXIT_FAILED,
     EXIT_USAGE,
     add_lake,
+    lake_folder,
     lake_log_file,
     registry,
     writable_folder,
@@ -81,7 +82,7 @@ def execute(args: argparse.Namespace) -> int:
     pipeline = pipelines.get(args.pipeline).with_settings(settings)
     opts = RunOptions(
         writer=writer,  # type: ignore[arg-type]
-        lake=writable_folder("--lake", Path(args.lake).resolve()),
+        lake=writable_folder("--lake", lake_folder(args)),
         checkpoints=(
             writable_folder("--checkpoints", Path(args.checkpoints).resolve())
             if args.checkpoints

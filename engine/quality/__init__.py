@@ -311,8 +311,8 @@ def validate_lake(
 ) -> QualityReport:
     """Validate `tables` (default: every table the project declares) and write the reports.
     A table not in the lake, or without a suite, is skipped and said so, unless `named` (the
-    user asked for these tables by name: then it is a user error). Only a validation that
-    passed moves the version `since_last` starts from on."""
+    user asked for these tables by name: then it is a user error); none of them in the lake is
+    a user error. Only a validation that passed moves the version `since_last` starts from on."""
     present = lake_tables(lake)
     defs = load_tables(project.tables)
     suites = load_suites({n: t.arrow_schema for n, t in defs.items()}, project.suites)
@@ -325,8 +325,13 @@ def validate_lake(
             )
         if name not in present:
             raise UserError(f"quality: table '{name}' is not in the lake {lake}")
-    report = QualityReport(report_dir or default_report_dir(lake))
     names = list(dict.fromkeys(tables)) or sorted({*defs, *suites})
+    if not present.keys() & set(names):
+        # A report that checked nothing would pass: a lake given wrong must not look healthy.
+        raise UserError(
+            f"quality: none of the tables to check is in the lake {lake} (runs write them)"
+        )
+    report = QualityReport(report_dir or default_report_dir(lake))
     for name in names:
         if name not in present:
             report.skipped[name] = "not in the lake"

@@ -123,6 +123,34 @@ def test_debug_before_or_after_the_command_shows_the_trace(args):
     assert result.stderr.splitlines()[-1].startswith("error: unknown pipeline 'nope'")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("run", "server_logs", "--once", "--dry-run"),
+        ("query", "SELECT * FROM events"),
+        ("quality",),
+        ("log",),
+        ("history", "events"),
+    ],
+)
+def test_a_table_given_for_the_lake_is_one_line_and_exit_2(tmp_path, command):
+    # A table's folder for the lake: `quality` passed, checking nothing, and wrote its report
+    # inside the table; `run` would have made a lake of five tables there.
+    table = tmp_path / "lake" / "events"
+    write_deltalake(str(table), pa.table({"x": [1]}))
+    before = sorted(p.name for p in table.iterdir())
+    for lake, message in (
+        (table, f"--lake: {table} is a Delta table; "),
+        (table / "x=1", f"--lake: {table / 'x=1'} is inside the Delta table {table}; "),
+    ):
+        result = runner(*command, "--lake", str(lake))
+        assert result.returncode == 2, result.stderr
+        line = one_error_line(result)
+        assert line.startswith(f"error: {message}"), line
+        assert line.endswith(f"the lake is the folder that holds the tables ({table.parent})")
+    assert sorted(p.name for p in table.iterdir()) == before
+
+
 def test_a_lake_or_input_without_permission_is_one_line_and_exit_2():
     # Not below tmp_path: pytest keeps that private to its user, and the run below may be
     # another user's.

@@ -369,6 +369,15 @@ def test_missing_tables_are_skipped_unless_named(tmp_path):
     assert report.skipped == {t: "not in the lake" for t in sorted(set(TABLES) - {"purchases"})}
     with pytest.raises(UserError, match="table 'carts' is not in the lake"):
         validate_lake(tmp_path, tables=["carts"])
+    # None there at all: a report that checked nothing is refused, and none is written.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for tables, named in (((), True), (["carts", "sessions"], False)):
+        with pytest.raises(
+            UserError, match=f"^quality: none of the tables to check is in the lake {empty} "
+        ):
+            validate_lake(empty, tables=tables, named=named)
+    assert not any(empty.iterdir())
 
 
 def test_a_table_without_a_suite_is_skipped_unless_named(tmp_path):
