@@ -67,7 +67,7 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
     """The answer to a SHOW (TABLES, COLUMNS, TBLPROPERTIES) or DESCRIBE statement over the
     lake; None when `sql` is none of them (a query, or anything `parse_query` refuses)."""
     if shown := _SHOW_TABLES.fullmatch(sql):
-        names = list(lake_tables(lake))
+        names = [n for n, path in lake_tables(lake).items() if _exists_at(snapshot, n, path)]
         if shown["like"] is not None:
             like = _like(shown["like"])
             names = [n for n in names if like.fullmatch(n)]
@@ -106,6 +106,18 @@ def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Tabl
     if shown := _DESCRIBE.fullmatch(sql):
         return _describe(shown, lake, snapshot)
     return None
+
+
+def _exists_at(snapshot: Snapshot, name: str, path: Path) -> bool:
+    """Whether the table can be read at `snapshot`: SHOW TABLES at a version or a time lists
+    only the tables a query there can read."""
+    if snapshot == LATEST:
+        return True  # a table whose log does not read is still listed, and named when queried
+    try:
+        snapshot.open(name, path)
+    except UserError:
+        return False
+    return True
 
 
 def _table(shown: re.Match[str]) -> str:

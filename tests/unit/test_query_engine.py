@@ -1042,6 +1042,21 @@ def test_show_and_describe_answer_from_the_delta_logs(lake, sql, expected):
     assert [tuple(r.values()) for r in answer.to_pylist()] == expected
 
 
+def test_show_tables_at_a_version_or_time_lists_the_tables_readable_there(lake):
+    def shown(snapshot: Snapshot) -> list[str]:
+        answer = catalog_answer("SHOW TABLES", lake, snapshot)
+        assert answer is not None
+        return answer.column("tableName").to_pylist()
+
+    # events and carts have versions 0 to 2, tags and odd only 0; carts came after events.
+    assert shown(Snapshot(version=0)) == ["carts", "events", "odd", "tags"]
+    assert shown(Snapshot(version=2)) == ["carts", "events"]
+    assert shown(Snapshot(version=3)) == []
+    created = table_history(lake, "carts").to_pylist()[-1]["timestamp"]
+    assert shown(Snapshot(as_of=created)) == ["carts", "events"]
+    assert shown(Snapshot(as_of=created - dt.timedelta(milliseconds=1))) == ["events"]
+
+
 @pytest.mark.parametrize(
     ("sql", "error"),
     [
