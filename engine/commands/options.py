@@ -18,12 +18,14 @@ __all__ = [
     "EXIT_USAGE",
     "PORT",
     "Parser",
+    "add_conf",
     "add_format",
     "add_lake",
     "at_least",
     "lake_folder",
     "lake_log_file",
     "registry",
+    "split_conf",
     "writable_folder",
 ]
 
@@ -76,6 +78,24 @@ def add_lake(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lake", default="lake", help="folder of the Delta tables (default ./lake)"
     )
+
+
+def add_conf(parser: argparse.ArgumentParser, help: str) -> None:
+    """The `--conf KEY=VALUE` option, given any number of times."""
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """`--conf` pairs: the Spark settings (spark.*) and the others; one without `=` is a user
+    error."""
+    spark_conf: dict[str, str] = {}
+    others: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--conf {pair}: expected KEY=VALUE")
+        (spark_conf if key.startswith("spark.") else others)[key] = value
+    return spark_conf, others
 
 
 def add_format(parser: argparse.ArgumentParser, *, text: bool = False) -> None:

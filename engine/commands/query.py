@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from engine.commands.options import add_format, add_lake, at_least, lake_folder
+from engine.commands.options import (
+    add_conf,
+    add_format,
+    add_lake,
+    at_least,
+    lake_folder,
+    split_conf,
+)
+from engine.errors import UserError
 
 HELP = "run read-only Spark SQL over the lake's tables"
 
@@ -21,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine", choices=["duckdb", "spark"], default="duckdb", help="default duckdb (no JVM)"
     )
+    add_conf(parser, "a Spark setting (spark.*) for --engine spark, e.g. spark.driver.memory=8g")
     when = parser.add_mutually_exclusive_group()
     when.add_argument("--version", type=at_least(0), help="read every table at this Delta version")
     when.add_argument("--as-of", metavar="TIMESTAMP", help="read the versions current then (UTC)")
@@ -33,6 +42,11 @@ def execute(args: argparse.Namespace) -> int:
     from engine.query.catalog import catalog_answer
     from engine.query.output import print_rows
 
+    spark_conf, others = split_conf(args.conf)
+    if others:
+        raise UserError(f"--conf {next(iter(others))}: query takes Spark settings only (spark.*)")
+    if spark_conf and args.engine != "spark":
+        raise UserError(f"--conf {next(iter(spark_conf))}: a Spark setting needs --engine spark")
     lake = lake_folder(args)
     snapshot = Snapshot.parse(args.version, args.as_of)
     lake_tables(lake)  # a missing lake and a statement that is not a query are reported
@@ -49,7 +63,8 @@ def execute(args: argparse.Namespace) -> int:
     from engine.runtime.scratch import scratch_folder
     from engine.runtime.session import get_spark
 
-    conf = {"spark.sql.shuffle.partitions": "2", SUBSTITUTE: "false"}
+    # Variable substitution stays off whatever --conf says: `${...}` in a query is text.
+    conf = {"spark.sql.shuffle.partitions": "2", **spark_conf, SUBSTITUTE: "false"}
     # Read-only: Spark's log goes to a folder of this process's, not to <lake>/_logs.
     log = None if args.debug else scratch_folder("streamlake-query-") / "spark.log"
     spark = get_spark(conf, log_file=log)

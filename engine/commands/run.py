@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.commands.options import (
     EXIT_FAILED,
     EXIT_USAGE,
+    add_conf,
     add_lake,
     lake_folder,
     lake_log_file,
     registry,
+    split_conf,
     writable_folder,
 )
 from engine.errors import UserError
@@ -54,13 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print what a run would do to the lake and checkpoints, without running; exit 2 "
         "if it would refuse",
     )
-    parser.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="spark.* goes to Spark, anything else is a pipeline setting",
-    )
+    add_conf(parser, "spark.* goes to Spark, anything else is a pipeline setting")
     parser.add_argument(
         "--quality", action="store_true", help="with --once: validate the tables after the run"
     )
@@ -74,7 +70,7 @@ def execute(args: argparse.Namespace) -> int:
     from engine.runtime.session import get_spark
     from engine.runtime.signals import stop_on_signals
 
-    spark_conf, settings = _split_conf(args.conf)
+    spark_conf, settings = split_conf(args.conf)
     writer = settings.pop("lake.writer", None)
     if writer not in (None, "spark", "delta-rs"):
         raise UserError(f"--conf lake.writer: spark or delta-rs, not {writer!r}")
@@ -139,17 +135,6 @@ def _chained(pipelines: Registry, deployment: Deployment, opts: RunOptions) -> l
                 "--full-refresh too (its stream cannot follow rows rewritten)"
             )
     return lines
-
-
-def _split_conf(pairs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
-    spark_conf: dict[str, str] = {}
-    settings: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"--conf {pair}: expected KEY=VALUE")
-        (spark_conf if key.startswith("spark.") else settings)[key] = value
-    return spark_conf, settings
 
 
 def _deployment(plan: Plan, opts: RunOptions, spark_conf: Mapping[str, str]) -> Deployment:

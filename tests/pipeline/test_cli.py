@@ -103,6 +103,12 @@ def test_pipelines_lists_tables():
             "--once: handler session_updates uses processing-time timeouts",
         ),
         (("query", "SELECT 1", "--lake", "/no/such/lake"), "--lake: no lake at /no/such/lake"),
+        (("query", "SELECT 1", "--conf", "x=1"), "--conf x: query takes Spark settings only"),
+        (
+            ("query", "SELECT 1", "--conf", "spark.driver.memory=2g"),
+            "--conf spark.driver.memory: a Spark setting needs --engine spark",
+        ),
+        (("query", "SELECT 1", "--conf", "spark.x"), "--conf spark.x: expected KEY=VALUE"),
         (("generate", "nope", "--out", "x"), "no generator for pipeline 'nope'"),
         (("broker", "--port", "99999"), "argument --port: must be at most 65535, got 99999"),
         (("serve-orders", "--port", "0"), "argument --port: must be at least 1, got 0"),

@@ -510,7 +510,8 @@ def files_of(folder: Path) -> dict[str, tuple[int, int]]:
 def test_cli_spark_prints_odd_values_as_json_and_variables_as_text(lake, tmp_path):
     sql = "SELECT id, text, price, '${env:HOME}' AS h FROM odd ORDER BY id"
     before = files_of(lake)
-    out = query_on_spark(lake, tmp_path, sql, "--format", "json")
+    substitute = "spark.sql.variable.substitute=true"  # --conf does not turn substitution on
+    out = query_on_spark(lake, tmp_path, sql, "--format", "json", "--conf", substitute)
     assert list(tmp_path.iterdir()) == []  # read-only: not even a spark-warehouse/ here
     assert files_of(lake) == before  # nor Spark's log in <lake>/_logs
 
@@ -532,6 +533,10 @@ def test_cli_prints_spark_plan_as_spark_does(lake, tmp_path):
     out = query_on_spark(lake, tmp_path, sql)
     assert out.startswith("== Physical Plan ==\n")  # not a table of one cell
     assert "HashAggregate(keys=[event_type" in out
+    assert re.search(r"hashpartitioning\(event_type#\d+, 2\)", out)  # the query's default
+    # A Spark setting of the user's reaches the session, over the query's own default.
+    out = query_on_spark(lake, tmp_path, sql, "--conf", "spark.sql.shuffle.partitions=7")
+    assert re.search(r"hashpartitioning\(event_type#\d+, 7\)", out)
 
 
 def test_times_far_from_today_written_by_spark(spark, tmp_path):
