@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from devtools.broker import free_port
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import read_table
+from tests.conftest import PROJECT, read_table
 from tests.pipeline.spark_processes import DATA, guarded_python, run_server_logs, stop
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -102,6 +103,20 @@ def test_standalone_cluster_writes_the_tables_of_a_local_run(spark, cluster, tmp
         want = read_table(tmp_path / "local", table, drop=WALL_CLOCK)
         assert got == want, table
         assert want or table == "purchases", f"{table} is empty"
+
+    # An ad-hoc query on the cluster: what DuckDB answers, computed by the worker.
+    sql = "SELECT event_type, count(*) AS n FROM events GROUP BY event_type ORDER BY event_type"
+    query = [sys.executable, str(PROJECT / "runner.py"), "query", sql]
+    query += ["--lake", str(tmp_path / "cluster"), "--format", "json"]
+    answers = [
+        subprocess.run(
+            [*query, *options], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+        )
+        for options in ((), ("--engine", "spark", "--conf", f"spark.master={master}"))
+    ]
+    assert [a.returncode for a in answers] == [0, 0], answers[1].stderr
+    assert json.loads(answers[1].stdout) == json.loads(answers[0].stdout) != []
+    assert len(list((root / "work").glob("app-*"))) == len(apps) + 1
 
 
 def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
