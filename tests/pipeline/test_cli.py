@@ -157,6 +157,32 @@ def test_a_table_given_for_the_lake_is_one_line_and_exit_2(tmp_path, command):
     assert sorted(p.name for p in table.iterdir()) == before
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (("run", "server_logs", "--once", "--dry-run", "--lake", "{lake}"), "--checkpoints"),
+        (("quality", "--lake", "{lake}"), "--report"),
+    ],
+)
+def test_a_folder_inside_a_table_for_checkpoints_or_a_report_is_one_line_and_exit_2(
+    tmp_path, command, option
+):
+    # Delta's VACUUM deletes the files in a table's folder that the table does not list: a
+    # checkpoint there would be lost, and the run would read its input again.
+    table = tmp_path / "lake" / "events"
+    write_deltalake(str(table), pa.table({"x": [1]}))
+    before = sorted(p.name for p in table.iterdir())
+    args = [arg.format(lake=tmp_path / "lake") for arg in command]
+    result = runner(*args, option, str(table / "kept"))
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == (
+        f"error: {option}: {table / 'kept'} is inside the Delta table {table}; give a folder "
+        "outside the tables (Delta's VACUUM deletes the files in a table's folder that it does "
+        "not list)"
+    )
+    assert sorted(p.name for p in table.iterdir()) == before
+
+
 def test_a_lake_or_input_without_permission_is_one_line_and_exit_2():
     # Not below tmp_path: pytest keeps that private to its user, and the run below may be
     # another user's.
