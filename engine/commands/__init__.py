@@ -87,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except PermissionError as err:
+        # A folder or file of the user's that this user may not read or write: theirs to mend.
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: permission denied: {err.filename or first_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -124,7 +124,7 @@ def lake_folder(args: argparse.Namespace) -> Path:
     """`--lake`, absolute; a Delta table or a folder inside one is a user error (the lake is the
     folder that holds the tables)."""
     lake = Path(args.lake).resolve()
-    table = _table_holding(lake)
+    table = _table_holding("--lake", lake)
     if table is None:
         return lake
     where = "is a Delta table" if table == lake else f"is inside the Delta table {table}"
@@ -138,16 +138,20 @@ def lake_log_file(lake: Path) -> Path:
     return lake / "_logs" / "spark.log"
 
 
-def _table_holding(path: Path) -> Path | None:
-    """The Delta table whose folder `path` is, or is inside; None if there is none."""
-    return next((p for p in (path, *path.parents) if (p / "_delta_log").is_dir()), None)
+def _table_holding(option: str, path: Path) -> Path | None:
+    """The Delta table whose folder `path` is, or is inside; None if there is none. A folder
+    on the way that may not be searched is a user error naming `option`."""
+    try:
+        return next((p for p in (path, *path.parents) if (p / "_delta_log").is_dir()), None)
+    except PermissionError:
+        raise UserError(f"{option}: permission denied: {path}") from None
 
 
 def writable_folder(option: str, path: Path) -> Path:
     """`path` (absolute) if it is a folder or can be made one; a file or a folder without
     write permission in the way, or a Delta table's folder, is a user error naming `option`,
     found before anything starts."""
-    table = _table_holding(path)
+    table = _table_holding(option, path)
     if table is not None:
         # Delta's VACUUM deletes the files of a table's folder that the table does not list.
         raise UserError(

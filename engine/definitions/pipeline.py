@@ -115,9 +115,13 @@ class Pipeline:
         folder = Path(path or self.source.path or "")
         if not folder.is_absolute():
             folder = (Path.cwd() if path else self.project.root) / folder
-        if folder.is_file():
+        try:
+            is_file, is_dir = folder.is_file(), folder.is_dir()
+        except PermissionError:  # a folder on the way may not be searched
+            raise UserError(f"{option}: permission denied: {folder}") from None
+        if is_file:
             raise UserError(f"{option}: {folder} is a file; give the folder that holds the files")
-        if not folder.is_dir():
+        if not is_dir:
             raise UserError(f"{option}: input folder not found: {folder}")
         if not os.access(folder, os.R_OK | os.X_OK):
             raise UserError(f"{option}: no permission to read {folder}")

@@ -215,6 +215,22 @@ def test_a_lake_or_input_without_permission_is_one_line_and_exit_2():
         )
         assert result.returncode == 2, result.stderr
         assert one_error_line(result) == f"error: --input: no permission to read {hidden}"
+        # Paths below a folder that may not be searched: they were exit 1, `[Errno 13] ...`.
+        below = hidden / "x"
+        runner_py = args[: args.index(str(PROJECT / "runner.py")) + 1]
+        dry_run = [*runner_py, "run", "server_logs", "--once", "--dry-run"]
+        for command, message in (
+            ([*args, "--input", str(below)], "--input: permission denied"),
+            ([*args, "--checkpoints", str(below)], "--checkpoints: permission denied"),
+            ([*dry_run, "--lake", str(below)], "--lake: permission denied"),
+            ([*runner_py, "query", "SELECT 1", "--lake", str(below)], "--lake: permission denied"),
+            ([*runner_py, "generate", "server_logs", "--out", str(below)], "permission denied"),
+        ):
+            result = subprocess.run(
+                command, cwd=PROJECT, capture_output=True, text=True, timeout=60
+            )
+            assert result.returncode == 2, result.stderr
+            assert one_error_line(result) == f"error: {message}: {below}"
     finally:
         for folder in (locked, base / "hidden"):
             if folder.exists():
