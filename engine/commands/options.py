@@ -153,7 +153,6 @@ def writable_folder(option: str, path: Path) -> Path:
     found before anything starts."""
     table = _table_holding(option, path)
     if table is not None:
-        # Delta's VACUUM deletes the files of a table's folder that the table does not list.
         raise UserError(
             f"{option}: {path} is inside the Delta table {table}; give a folder outside the "
             "tables (Delta's VACUUM deletes the files in a table's folder that it does not list)"
