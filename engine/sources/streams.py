@@ -3,6 +3,7 @@ package's docstring for their columns)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,17 +33,20 @@ _GLOB = re.compile(r"([\\\[\]{}*?])")
 def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
     # Spark globs each file's path again when it reads a batch, so a file named report?.json
     # would also read reportA.json and others, some twice; escaping cannot reach that far.
-    globbed = sorted(
-        p.name
-        for p in folder.iterdir()
-        if _GLOB.search(p.name) and p.is_file() and not p.name.startswith((".", "_"))
-    )
+    globbed = sorted(str(p) for p in _input_files(folder) if _GLOB.search(str(p)))
     if globbed:
         raise UserError(
             f"input file {folder / globbed[0]} has one of ? * [ ] {{ }} \\ in its name, which "
             "Spark reads as a pattern matching other files; rename it"
         )
-    reader = spark.readStream.options(**{k: str(v) for k, v in spec.options.items()})
+    # Logs are often kept in folders by date (logs/2019/06/20/*.json), and Spark reads only
+    # the folder's own files (and key=value folders') unless told to look below: the rest
+    # was not read, without a word. A spec's own recursiveFileLookup still decides.
+    options = {k: str(v) for k, v in spec.options.items()}
+    if not any(k.lower() == "recursivefilelookup" for k in options):
+        options["recursiveFileLookup"] = "true"
+        _check_archive_outside(options, folder)
+    reader = spark.readStream.options(**options)
     # The folder itself is escaped: g[1] is that folder, not g1.
     return reader.text(_GLOB.sub(r"\\\1", str(folder))).selectExpr(
         "value",
@@ -50,6 +54,31 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
         # A file's lines arrived when the file was last written.
         "_metadata.file_modification_time AS timestamp",
     )
+
+
+def _check_archive_outside(options: Mapping[str, str], folder: Path) -> None:
+    """Spark's `cleanSource: archive` moves each read file below `sourceArchiveDir`: below
+    the input folder, which is read with its subfolders, it would be read again."""
+    archive = next((v for k, v in options.items() if k.lower() == "sourcearchivedir"), None)
+    if archive is None or Path(archive).name.startswith((".", "_")):  # Spark skips those
+        return
+    target = Path(archive).resolve()
+    if target == folder.resolve() or folder.resolve() in target.parents:
+        raise UserError(
+            f"source.sourceArchiveDir: {archive} is inside the input folder {folder}, whose "
+            "subfolders are read: archived files would be read again (move it out, or name it "
+            "with a leading _)"
+        )
+
+
+def _input_files(folder: Path) -> list[Path]:
+    """The files Spark reads below `folder`, relative to it: names that start with `.` or `_`
+    (and folders so named) are Spark's to skip."""
+    files = []
+    for root, folders, names in os.walk(folder):
+        folders[:] = [f for f in folders if not f.startswith((".", "_"))]
+        files += [Path(root, n).relative_to(folder) for n in names if not n.startswith((".", "_"))]
+    return files
 
 
 def _socket(spark: SparkSession, spec: SourceSpec) -> DataFrame:

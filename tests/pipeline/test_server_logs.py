@@ -152,7 +152,9 @@ def test_embedded_delta_rs_writer_gives_the_same_tables(spark, scenario, tmp_pat
 
 def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
     """Hadoop reads `[1]` in a path as a pattern: the folder g[1] is read, not its sibling g1,
-    and a file named like a pattern is refused rather than read with the files it matches."""
+    and a file named like a pattern is refused rather than read with the files it matches.
+    Folders below the input (by date, as logs are often kept) are read too, but not those
+    whose names start with `_` or `.`."""
     line = (
         '{{"timestamp":"20:06:2019 0:46:1","CustomerId":"{}",'
         '"EventType":{{"ProductView":{{"ProductId":"1_PId","Price":1.0}}}},"Source":"s"}}\n'
@@ -160,17 +162,29 @@ def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
     (tmp_path / "g[1]").mkdir()
     (tmp_path / "g1").mkdir()
     (tmp_path / "g[1]" / "part-1.json").write_text(line.format("in_g[1]"))
+    for below, customer in (("2019/06/20", "by_date"), ("_done", "skipped"), (".x", "hidden")):
+        (tmp_path / "g[1]" / below).mkdir(parents=True)
+        (tmp_path / "g[1]" / below / "part-2.json").write_text(line.format(customer))
     (tmp_path / "g1" / "part-1.json").write_text(line.format("in_g1"))
     plan = plan_pipeline(Registry().get("server_logs"), once=True)
     lake = tmp_path / "lake"
     opts = RunOptions(lake=lake, once=True, input_path=str(tmp_path / "g[1]"), quiet=True)
     run_pipeline(spark, plan, opts)
-    assert [r["customer_id"] for r in read_table(lake, "events")] == ["in_g[1]"]
+    read = sorted(r["customer_id"] for r in read_table(lake, "events"))
+    assert read == ["by_date", "in_g[1]"]
 
-    (tmp_path / "g1" / "report?.json").write_text(line.format("other"))
+    (tmp_path / "g1" / "2019").mkdir()
+    (tmp_path / "g1" / "2019" / "report?.json").write_text(line.format("other"))
     opts = RunOptions(lake=tmp_path / "lake2", once=True, input_path=str(tmp_path / "g1"))
-    with pytest.raises(UserError, match=r"input file .*/g1/report\?\.json has one of \? \* \["):
+    with pytest.raises(UserError, match=r"input file .*/g1/2019/report\?\.json has one of \?"):
         run_pipeline(spark, plan, opts)
+    # Spark's cleanSource moves a read file below sourceArchiveDir: not below the input.
+    folder = tmp_path / "g[1]"
+    archive = {"source.cleanSource": "archive", "source.sourceArchiveDir": str(folder / "done")}
+    archived = plan_pipeline(Registry().get("server_logs").with_settings(archive), once=True)
+    opts = RunOptions(lake=tmp_path / "lake3", once=True, input_path=str(folder), quiet=True)
+    with pytest.raises(UserError, match=r"^source.sourceArchiveDir: .*/g\[1\]/done is inside"):
+        run_pipeline(spark, archived, opts)
 
 
 def log_line(hms: str, customer: str, kind: str, product: str, price: float) -> str:
