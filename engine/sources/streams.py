@@ -45,7 +45,7 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
     options = {k: str(v) for k, v in spec.options.items()}
     if not any(k.lower() == "recursivefilelookup" for k in options):
         options["recursiveFileLookup"] = "true"
-        _check_archive_outside(options, folder)
+    _check_archive_outside(options, folder)
     reader = spark.readStream.options(**options)
     # The folder itself is escaped: g[1] is that folder, not g1.
     return reader.text(_GLOB.sub(r"\\\1", str(folder))).selectExpr(
@@ -57,17 +57,14 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
 
 
 def _check_archive_outside(options: Mapping[str, str], folder: Path) -> None:
-    """Spark's `cleanSource: archive` moves each read file below `sourceArchiveDir`: below
-    the input folder, which is read with its subfolders, it would be read again."""
+    """Spark's `cleanSource: archive` moves each read file below `sourceArchiveDir`; below the
+    input folder it would be read again, and Spark stops the query with a `requirement failed`
+    that names neither option."""
     archive = next((v for k, v in options.items() if k.lower() == "sourcearchivedir"), None)
-    if archive is None or Path(archive).name.startswith((".", "_")):  # Spark skips those
-        return
-    target = Path(archive).resolve()
-    if target == folder.resolve() or folder.resolve() in target.parents:
+    if archive is not None and Path(archive).resolve().is_relative_to(folder.resolve()):
         raise UserError(
             f"source.sourceArchiveDir: {archive} is inside the input folder {folder}, whose "
-            "subfolders are read: archived files would be read again (move it out, or name it "
-            "with a leading _)"
+            "subfolders are read: archived files would be read again; give a folder outside it"
         )
 
 
@@ -76,9 +73,14 @@ def _input_files(folder: Path) -> list[Path]:
     (and folders so named) are Spark's to skip."""
     files = []
     for root, folders, names in os.walk(folder):
-        folders[:] = [f for f in folders if not f.startswith((".", "_"))]
-        files += [Path(root, n).relative_to(folder) for n in names if not n.startswith((".", "_"))]
+        folders[:] = [f for f in folders if not _skipped(f)]
+        files += [Path(root, n).relative_to(folder) for n in names if not _skipped(n)]
     return files
+
+
+def _skipped(name: str) -> bool:
+    """Whether Spark's file source leaves out a file or folder of this name."""
+    return name.startswith((".", "_"))
 
 
 def _socket(spark: SparkSession, spec: SourceSpec) -> DataFrame:

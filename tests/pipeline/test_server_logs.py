@@ -185,6 +185,11 @@ def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
     opts = RunOptions(lake=tmp_path / "lake3", once=True, input_path=str(folder), quiet=True)
     with pytest.raises(UserError, match=r"^source.sourceArchiveDir: .*/g\[1\]/done is inside"):
         run_pipeline(spark, archived, opts)
+    # Spark's own refusal (a `requirement failed` naming no option) comes at the query's start.
+    archive["source.sourceArchiveDir"] = str(folder / "_done" / "archive")
+    archived = plan_pipeline(Registry().get("server_logs").with_settings(archive), once=True)
+    with pytest.raises(UserError, match=r"^source.sourceArchiveDir: .*/_done/archive is inside"):
+        run_pipeline(spark, archived, opts)
 
 
 def log_line(hms: str, customer: str, kind: str, product: str, price: float) -> str:
