@@ -21,7 +21,14 @@ def local_session() -> SparkSession:
     """The local Spark session tests share, with two shuffle partitions for their small data."""
     from engine.runtime.session import get_spark
 
-    return get_spark({"spark.sql.shuffle.partitions": "2"})
+    # Spark keeps a Kafka sink's producer for 10 minutes after its query ends, reconnecting to
+    # a broker a test has since stopped; when a later test's server got that free port, the
+    # producer read its lines as a Kafka reply (OutOfMemoryError) and took the connection.
+    idle_producers = {
+        "spark.kafka.producer.cache.timeout": "5s",
+        "spark.kafka.producer.cache.evictorThreadRunInterval": "1s",
+    }
+    return get_spark({"spark.sql.shuffle.partitions": "2", **idle_producers})
 
 
 @pytest.fixture(scope="session")
