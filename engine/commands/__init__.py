@@ -23,7 +23,7 @@ from engine.commands import (
     run,
     serve_orders,
 )
-from engine.commands.options import EXIT_FAILED, EXIT_PIPE, EXIT_USAGE, Parser
+from engine.commands.options import EXIT_FAILED, EXIT_PIPE, EXIT_USAGE, Parser, a_path
 from engine.errors import UserError, first_line
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     debug = parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
     pipelines_folder = parser.add_argument(
         "--pipelines",
+        type=a_path,
         help="folder of pipeline specs, in the project folder that holds sql/, tables/ and "
         "quality/ (default: pipelines/ beside runner.py)",
     )
@@ -69,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=debug.help
         )
-        command.add_argument("--pipelines", default=argparse.SUPPRESS, help=pipelines_folder.help)
+        command.add_argument(
+            "--pipelines", type=a_path, default=argparse.SUPPRESS, help=pipelines_folder.help
+        )
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.commands.options import at_least
+from engine.commands.options import a_path, at_least
 
 HELP = "write realistic input data for a pipeline"
 
@@ -14,6 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", help="the pipeline whose input it writes")
     parser.add_argument(
         "--out",
+        type=a_path,
         required=True,
         help="a folder, or kafka://HOST:PORT/TOPIC for the pipelines that read a topic",
     )

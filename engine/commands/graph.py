@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.commands.options import registry
+from engine.commands.options import a_path, registry
 
 HELP = "draw a pipeline's graph (Mermaid, SVG or PNG)"
 
@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", help="the pipeline's name (`runner.py pipelines` lists them)")
     parser.add_argument(
         "--out",
+        type=a_path,
         help="FILE.mmd, or FILE.svg / FILE.png laid out by Graphviz (default: Mermaid on stdout)",
     )
 

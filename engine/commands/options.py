@@ -18,6 +18,7 @@ __all__ = [
     "EXIT_USAGE",
     "PORT",
     "Parser",
+    "a_path",
     "add_conf",
     "add_format",
     "add_lake",
@@ -53,6 +54,12 @@ class Parser(argparse.ArgumentParser):
         return parsed, extra
 
 
+def a_path(text: str) -> str:
+    """An argparse type for a path: a leading `~` is the home folder, as the shell reads it
+    in `--lake ~/x` but not in `--lake=~/x` (which would make a folder named `~`)."""
+    return os.path.expanduser(text)
+
+
 def at_least(low: int, *, most: int | None = None) -> Callable[[str], int]:
     """An argparse type: a whole number of at least `low` (and at most `most`)."""
 
@@ -76,7 +83,7 @@ PORT = at_least(1, most=65535)
 def add_lake(parser: argparse.ArgumentParser) -> None:
     """The `--lake` option: the folder of the Delta tables."""
     parser.add_argument(
-        "--lake", default="lake", help="folder of the Delta tables (default ./lake)"
+        "--lake", type=a_path, default="lake", help="folder of the Delta tables (default ./lake)"
     )
 
 

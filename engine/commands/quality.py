@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.commands.options import EXIT_FAILED, add_lake, lake_folder, registry, writable_folder
+from engine.commands.options import (
+    EXIT_FAILED,
+    a_path,
+    add_lake,
+    lake_folder,
+    registry,
+    writable_folder,
+)
 
 HELP = "validate the lake's tables with their suites"
 
@@ -15,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The tables, the lake, the report folder, and whether only new rows are checked."""
     parser.add_argument("tables", nargs="*", metavar="TABLE", help="tables to check (default all)")
     add_lake(parser)
-    parser.add_argument("--report", help="report folder (default <lake>/_quality)")
+    parser.add_argument("--report", type=a_path, help="report folder (default <lake>/_quality)")
     parser.add_argument(
         "--since-last", action="store_true", help="only rows appended since the last validation"
     )

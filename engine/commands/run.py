@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from engine.commands.options import (
     EXIT_FAILED,
     EXIT_USAGE,
+    a_path,
     add_conf,
     add_lake,
     lake_folder,
@@ -34,9 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The pipeline, where it reads and writes, and how the run goes."""
     parser.add_argument("pipeline", help="the pipeline's name (`runner.py pipelines` lists them)")
     parser.add_argument("--once", action="store_true", help="process what is there, then exit")
-    parser.add_argument("--input", help="input folder (overrides the pipeline's)")
+    parser.add_argument("--input", type=a_path, help="input folder (overrides the pipeline's)")
     add_lake(parser)
-    parser.add_argument("--checkpoints", help="checkpoint folder (default <lake>/_checkpoints)")
+    parser.add_argument(
+        "--checkpoints", type=a_path, help="checkpoint folder (default <lake>/_checkpoints)"
+    )
     parser.add_argument(
         "--new-checkpoint",
         action="store_true",

@@ -77,6 +77,36 @@ def test_pipelines_folder_before_or_after_the_command(
     assert listed.startswith("shop") and "server_logs" not in listed
 
 
+def test_a_leading_tilde_is_the_home_folder_after_an_equals_sign_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shell leaves `--pipelines=~/x` alone: it read a folder named `~` in the current one.
+    from engine.project import Project
+    from engine.scaffold import init_pipeline
+
+    init_pipeline("shop", Project(tmp_path / "mine"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--pipelines=~/mine/pipelines", "pipelines"]) == 0
+    assert capsys.readouterr().out.startswith("shop")
+    assert main(["query", "SELECT 1", "--lake=~/nowhere"]) == 2
+    assert capsys.readouterr().err == f"error: --lake: no lake at {tmp_path / 'nowhere'}\n"
+    assert not (tmp_path / "~").exists()
+
+
+def test_every_path_option_reads_a_leading_tilde() -> None:
+    from engine.commands.options import a_path
+
+    paths = {"lake", "input", "checkpoints", "report", "out", "pipelines"}
+    plain = [
+        f"{name} --{action.dest}"
+        for name, command in commands().items()
+        for action in command._actions
+        if action.dest in paths and action.type is not a_path
+    ]
+    assert plain == []
+
+
 @pytest.mark.parametrize("command", [["pipelines"], ["run", "shop", "--once"], ["lint"]])
 def test_a_pipelines_folder_that_is_not_there_is_one_line(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
