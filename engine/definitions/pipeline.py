@@ -107,12 +107,13 @@ class Pipeline:
 
     def input_folder(self, path: str | None = None) -> Path:
         """The folder a files source reads: `--input` (relative to the working folder) or the
-        spec's `path` (relative to the project); a missing folder is a user error."""
+        spec's `path` (relative to the project; `~/` the home folder); a missing folder is a user
+        error."""
         option = "--input" if path is not None else f"{self.path}: source.path"
         if path is not None and not path.strip():
             # An unset shell variable: not the spec's folder, which it would silently read.
             raise UserError("--input: empty; give the folder that holds the files")
-        folder = Path(path or self.source.path or "")
+        folder = Path(path or self.source.path or "").expanduser()
         if not folder.is_absolute():
             folder = (Path.cwd() if path else self.project.root) / folder
         try:

@@ -239,6 +239,18 @@ def test_conf_names_only_what_the_spec_has(
     assert str(err.value).startswith(message)
 
 
+def test_a_source_path_from_the_home_folder(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _edit(folder, "path: data/shop", "path: ~/logs/shop")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    pipeline = Registry(folder).get("shop")
+    with pytest.raises(UserError, match=f"input folder not found: {tmp_path}/home/logs/shop$"):
+        pipeline.input_folder()
+    (tmp_path / "home" / "logs" / "shop").mkdir(parents=True)
+    assert pipeline.input_folder() == tmp_path / "home" / "logs" / "shop"
+
+
 @pytest.mark.parametrize("name", Registry().names())
 def test_every_bundled_spec_loads(name: str) -> None:
     assert Registry().get(name).queries
