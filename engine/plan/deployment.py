@@ -176,7 +176,7 @@ def _batch_files(checkpoint: Path, batch: int) -> list[Path]:
 
 
 def _resume_folder_problem(
-    pipeline: Pipeline, checkpoint: Path, batch: int, input_path: str | None
+    pipeline: Pipeline, checkpoint: Path, batch: int, input_path: str | None, lake: Path
 ) -> str | None:
     """Why the file stream cannot resume in the input folder, or None. On resuming, Spark's
     file source lists the last committed batch's files again with the folder as their base,
@@ -187,11 +187,30 @@ def _resume_folder_problem(
     outside = [f for f in _batch_files(checkpoint, batch) if not f.resolve().is_relative_to(folder)]
     if not outside:
         return None
+    # The folder a run gave, not the file's own: with input kept by date, that one is a
+    # subfolder, and a run there would miss every later day's files.
+    before = _input_holding(lake, pipeline.name, checkpoint, outside[0]) or outside[0].parent
     return (
         f"--input {folder}: checkpoint {checkpoint} read {outside[0]} last, outside that folder, "
-        f"and a file stream resumes only in the folder it read: give --input {outside[0].parent}, "
+        f"and a file stream resumes only in the folder it read: give --input {before}, "
         "or read this folder from its start with other --checkpoints and --new-checkpoint"
     )
+
+
+def _input_holding(lake: Path, pipeline: str, checkpoint: Path, file: Path) -> Path | None:
+    """The input folder of the newest run of `pipeline` on `checkpoint`'s folder that holds
+    `file`, from the run starts in the lake's event log; None when no run says."""
+    from engine.lake.event_log import EventLog
+
+    for row in reversed(EventLog(lake).read(pipeline=pipeline).to_pylist()):
+        if row["kind"] != "run_start":
+            continue
+        run = json.loads(row["details"] or "{}").get("run", {})
+        folder = Path(str(run.get("input", "")))
+        same = run.get("checkpoints") == str(checkpoint.parent.parent)
+        if same and folder.is_absolute() and file.resolve().is_relative_to(folder):
+            return folder
+    return None
 
 
 def _kafka_start_lost(pipeline: Pipeline) -> str | None:
@@ -291,7 +310,7 @@ def _query_action(
     except UserError as err:
         reasons.append(first_line(err))
     if committed is not None:
-        moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path)
+        moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path, lake)
         reasons += [moved] if moved else []
         old = read_fingerprint(checkpoint)
         changed = state_changes(old, fingerprint) if old else []

@@ -652,7 +652,12 @@ def _run_details(spark: SparkSession, plan: Plan, opts: RunOptions, kind: Writer
         "run": {
             "once": opts.once,
             "writer": kind,
-            "input": opts.input_path or plan.pipeline.source.kind,
+            # The folder itself, not as typed: a resumed run's hint names it (engine/plan).
+            "input": (
+                str(plan.pipeline.input_folder(opts.input_path).resolve())
+                if opts.input_path or plan.pipeline.source.kind == "files"
+                else plan.pipeline.source.kind
+            ),
             "checkpoints": str(opts.checkpoint_root),
             "queries": ",".join(plan.queries),
         },

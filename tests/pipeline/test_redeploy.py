@@ -351,8 +351,9 @@ def test_a_file_stream_resumes_only_in_the_folder_it_read(spark, tmp_path: Path)
     project = copy_project(tmp_path / "project")
     init_pipeline("till", Project(project))
     first, other, lake = tmp_path / "first", tmp_path / "other", tmp_path / "lake"
-    shutil.copytree(project / "data" / "till", first)
-    shutil.copytree(first, other)
+    # Input kept by date: the folder to name is the one the run was given, not the file's.
+    shutil.copytree(project / "data" / "till", first / "2019" / "06" / "20")
+    shutil.copytree(project / "data" / "till", other)
     pipeline = Registry(project / "pipelines").get("till")
     opts = RunOptions(lake=lake, once=True, input_path=str(first), quiet=True)
     run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
@@ -367,8 +368,9 @@ def test_a_file_stream_resumes_only_in_the_folder_it_read(spark, tmp_path: Path)
     assert moved.returncode == 2
     assert one_error_line(moved) == (
         f"error: --input {other}: checkpoint {lake / '_checkpoints' / 'till' / 'main'} read "
-        f"{first / 'sample.jsonl'} last, outside that folder, and a file stream resumes only in "
-        f"the folder it read: give --input {first}, or read this folder from its start with "
+        f"{first / '2019' / '06' / '20' / 'sample.jsonl'} last, outside that folder, and a file "
+        f"stream resumes only in the folder it read: give --input {first}, or read this folder "
+        "from its start with "
         "other --checkpoints and --new-checkpoint"
     )
     again = run_cli(first)
