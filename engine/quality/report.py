@@ -51,6 +51,8 @@ class TableResult:
         """The one line printed per table."""
         rows = f"{self.rows:,} row{'' if self.rows == 1 else 's'}"
         where = f"version {self.version}, {self.scope}, {rows}"
+        if not self.rows:  # no expectation ran: "0 expectations" read as an empty suite
+            return f"{self.table}: passed (no rows to check; version {self.version}, {self.scope})"
         failed = [o for o in self.expectations if not o.success]
         if not failed:
             return f"{self.table}: passed ({len(self.expectations)} expectations; {where})"

@@ -354,6 +354,11 @@ def test_since_last_checks_the_whole_table_after_its_suite_changed(tmp_path):
     write(lake, "events", [event("a"), event("b", price=5.0)])
     assert since_last() == ("passed", "whole table", 2)
     assert since_last() == ("passed", "no rows added since version 1", 0)
+    (nothing,) = validate_lake(lake, report, ["events"], since_last=True, project=project).results
+    # It said "passed (0 expectations; ...)", which reads as a suite without rules.
+    assert nothing.line() == (
+        "events: passed (no rows to check; version 1, no rows added since version 1)"
+    )
     suite = project.suites / "events.yaml"
     rule = "  - expect_column_values_to_be_between: {column: price, max_value: 2}\n"
     suite.write_text(suite.read_text() + rule)
