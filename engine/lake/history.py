@@ -86,7 +86,10 @@ def table_history(lake: Path, name: str, *, last: int | None = None) -> pa.Table
         {
             "version": c["version"],
             "timestamp": _commit_time(tables[name], c),
-            "operation": c.get("operation"),
+            # A --full-refresh's emptying commit is a plain WRITE or DELETE to Delta.
+            "operation": f"{c.get('operation')} (full refresh)"
+            if w.get("full_refresh")
+            else c.get("operation"),
             "rows_written": rows_written(c.get("operation", ""), c.get("operationMetrics") or {}),
             "pipeline": w.get("pipeline"),
             "query": w.get("query"),

@@ -21,7 +21,7 @@ from engine.lake.guard import claim_table
 from engine.plan.table_changes import TableChanges, lake_table_changes
 from engine.sinks import BatchId
 
-__all__ = ["DeltaSink", "added", "commit_properties"]
+__all__ = ["DeltaSink", "added", "commit_properties", "full_refresh_metadata"]
 
 
 def added(columns: Sequence[str]) -> dict[str, str]:
@@ -40,6 +40,12 @@ def commit_properties(batch: BatchId) -> CommitProperties:
             "batch_id": str(batch.batch),
         },
     )
+
+
+def full_refresh_metadata(pipeline: str) -> dict[str, str]:
+    """Commit info of a --full-refresh's emptying commit: `history` names its pipeline and
+    marks it as a full refresh (to Delta it is a plain WRITE or DELETE)."""
+    return {"pipeline": pipeline, "full_refresh": "true"}
 
 
 class DeltaSink:
@@ -119,7 +125,7 @@ class DeltaSink:
         readable by time travel."""
         if not DeltaTable.is_deltatable(str(self.path)):
             return
-        named = CommitProperties(custom_metadata={"pipeline": pipeline})
+        named = CommitProperties(custom_metadata=full_refresh_metadata(pipeline))
         if shared:
             quoted = pipeline.replace("'", "''")
             DeltaTable(str(self.path)).delete(f"pipeline = '{quoted}'", commit_properties=named)

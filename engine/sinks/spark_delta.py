@@ -21,7 +21,7 @@ from sqlglot import exp
 from engine.definitions.tables import TableDef
 from engine.plan.table_changes import TableChanges
 from engine.sinks import BatchId
-from engine.sinks.delta import DeltaSink, added
+from engine.sinks.delta import DeltaSink, added, full_refresh_metadata
 
 __all__ = [
     "SparkDeltaSink",
@@ -109,7 +109,9 @@ class SparkDeltaSink(DeltaSink):
         if not shared or not (self.path / "_delta_log").is_dir():
             super().rebuild(pipeline, shared=shared)
             return
-        with _session_conf(self.spark, {_USER_METADATA: json.dumps({"pipeline": pipeline})}):
+        with _session_conf(
+            self.spark, {_USER_METADATA: json.dumps(full_refresh_metadata(pipeline))}
+        ):
             self.spark.sql(delete_pipeline_sql(self.path, pipeline))
 
     def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]

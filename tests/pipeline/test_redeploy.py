@@ -414,6 +414,6 @@ def test_a_shared_rebuild_by_spark_deletes_only_its_rows_and_names_its_pipeline(
     SparkDeltaSink(table, tmp_path, spark).rebuild("server_logs", shared=True)
     assert [r["pipeline"] for r in read_table(tmp_path, "quarantine")] == ["order_status"]
     newest = table_history(tmp_path, "quarantine").to_pylist()[0]
-    assert (newest["operation"], newest["pipeline"]) == ("DELETE", "server_logs")
+    assert (newest["operation"], newest["pipeline"]) == ("DELETE (full refresh)", "server_logs")
     # The session's later commits carry no such note.
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None

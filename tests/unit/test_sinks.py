@@ -191,7 +191,7 @@ def test_a_rebuild_names_its_pipeline_in_history(tmp_path, shared: bool, left: l
     sink.rebuild("server_logs", shared=shared)
     assert [r["pipeline"] for r in rows(sink)] == left
     newest = table_history(tmp_path, "quarantine").to_pylist()[0]
-    operation = "DELETE" if shared else "WRITE"
+    operation = "DELETE (full refresh)" if shared else "WRITE (full refresh)"
     assert (newest["operation"], newest["pipeline"], newest["query"]) == (
         operation,
         "server_logs",
