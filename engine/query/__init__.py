@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from engine.definitions.syntax import syntax_problem
 from engine.errors import UserError
@@ -74,6 +75,7 @@ def parse_query(sql: str) -> exp.Query:
     if len(trees) != 1:
         raise UserError(f"query: one statement at a time; {READ_ONLY}")
     tree = trees[0]
+    _check_complete(sql, tree)
     if not isinstance(tree, exp.Query) or tree.find(exp.DDL, exp.DML, exp.Command, exp.Set):
         raise UserError(f"query: {READ_ONLY}")
     for table in tree.find_all(exp.Table):
@@ -111,6 +113,36 @@ def parse_query(sql: str) -> exp.Query:
         raise UserError(f"query: {_written(node, sql)}: {why}")
     check_calls(sql)  # only functions on the allow-list (engine/definitions/spark_functions.txt)
     return tree
+
+
+# What may not follow a comma: sqlglot lets `SELECT a, FROM t` and `FROM t,` pass, Spark does not.
+_AFTER_NO_COMMA = {
+    TokenType.FROM,
+    TokenType.WHERE,
+    TokenType.GROUP_BY,
+    TokenType.HAVING,
+    TokenType.ORDER_BY,
+    TokenType.LIMIT,
+    TokenType.R_PAREN,
+    TokenType.SEMICOLON,
+}
+
+
+def _check_complete(sql: str, tree: exp.Expr) -> None:
+    """Refuse the clauses sqlglot reads as empty where Spark refuses them (`SELECT FROM t`,
+    a trailing comma, `GROUP BY` alone), before DuckDB answers them with an unrelated error."""
+    tokens = SparkQuery().tokenize(sql)
+    for comma, after in zip(tokens, [*tokens[1:], None], strict=True):
+        if comma.token_type is TokenType.COMMA and (
+            after is None or after.token_type in _AFTER_NO_COMMA
+        ):
+            raise UserError(f"query: line {comma.line}, col {comma.col}: nothing after this comma")
+    for select in tree.find_all(exp.Select):
+        if not select.expressions:
+            raise UserError("query: SELECT names no columns (name them, or SELECT *)")
+    for group in tree.find_all(exp.Group):
+        if not any(group.args.values()):
+            raise UserError("query: GROUP BY names nothing to group by")
 
 
 def _written(node: exp.Expression, sql: str) -> str:

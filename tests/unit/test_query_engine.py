@@ -112,6 +112,30 @@ def test_a_syntax_error_says_where_in_the_words_of_sql():
 
 
 @pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("SELECT", "SELECT names no columns (name them, or SELECT *)"),
+        ("SELECT DISTINCT FROM carts", "SELECT names no columns (name them, or SELECT *)"),
+        ("SELECT customer_id, FROM carts", "line 1, col 19: nothing after this comma"),
+        ("SELECT customer_id FROM carts c,", "line 1, col 32: nothing after this comma"),
+        ("SELECT a FROM carts GROUP BY a,\nORDER BY 1", "line 1, col 31: nothing after this comma"),
+        ("SELECT count(*) FROM carts GROUP BY", "GROUP BY names nothing to group by"),
+    ],
+)
+def test_clauses_spark_refuses_as_incomplete_are_refused_before_either_engine(sql, error):
+    # sqlglot read them as empty clauses; DuckDB then said "not found in FROM clause" or
+    # "try --engine spark", where Spark fails on them as well.
+    with pytest.raises(UserError) as caught:
+        parse_query(sql)
+    assert str(caught.value) == f"query: {error}"
+
+
+def test_a_comma_inside_text_or_before_more_is_read():
+    tree = parse_query("SELECT 'a, FROM', customer_id FROM carts GROUP BY ALL")
+    assert len(tree.expressions) == 2
+
+
+@pytest.mark.parametrize(
     ("sql", "clause"),
     [
         ("SELECT * FROM carts VERSION AS OF 1", "carts VERSION AS OF 1"),
