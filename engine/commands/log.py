@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 
 from engine.commands.options import add_format, add_lake, at_least, lake_folder, registry
 from engine.errors import UserError
@@ -25,21 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Print the newest events, as lines or as rows."""
     from engine.lake import lake_tables
-    from engine.lake.event_log import EventLog, event_lines
+    from engine.lake.event_log import EventLog, event_lines, written_to
     from engine.query.output import print_rows
 
     lake = lake_folder(args)
     lake_tables(lake)  # a missing lake is one line
     log = EventLog(lake)
-    tables: list[str] = []
+    tables: Collection[str] = ()
     if args.pipeline:
         # A known name brings the tables whose quality results are its own. An unknown one
-        # lists the known ones, unless the lake has its runs (a project of one's own).
+        # lists the known ones, unless the lake has its runs (a pipeline since removed, or
+        # another project's): then its tables are those its runs wrote to.
         try:
-            tables = list(registry(args).get(args.pipeline).tables)
+            tables = registry(args).get(args.pipeline).tables
         except UserError:
-            if not log.read(pipeline=args.pipeline, last=1).num_rows:
+            own = log.read(pipeline=args.pipeline)
+            if not own.num_rows:
                 raise
+            tables = written_to(own)
     events = log.read(pipeline=args.pipeline, tables=tables, last=args.last)
     if args.format != "text":
         print_rows(events, args.format)

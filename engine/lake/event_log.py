@@ -20,7 +20,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from engine.lake import read_arrow
 
-__all__ = ["EVENT_LOG", "SCHEMA", "Event", "EventKind", "EventLog", "event_lines"]
+__all__ = ["EVENT_LOG", "SCHEMA", "Event", "EventKind", "EventLog", "event_lines", "written_to"]
 
 EVENT_LOG = "_event_log"
 EventKind = Literal["run_start", "run_stop", "batch", "error", "quality"]
@@ -144,6 +144,16 @@ def _belongs(row: Mapping[str, Any], pipeline: str, tables: Collection[str]) -> 
     if row["kind"] == "quality":
         return row["table_name"] in tables
     return row["pipeline"] == pipeline
+
+
+def written_to(events: pa.Table) -> set[str]:
+    """The tables (and `kafka:` topics) the batches and runs among `events` wrote rows to."""
+    return {
+        name
+        for row in events.to_pylist()
+        if row["kind"] in ("batch", "run_stop")
+        for name in (json.loads(row["details"] or "{}").get("rows_written") or {})
+    }
 
 
 def _count(n: int | None, word: str) -> str | None:

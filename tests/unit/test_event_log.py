@@ -129,12 +129,19 @@ def test_log_command(lake: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ("sensor_cep", "run_start"),
         (None, "quality"),
     ]
-    # A pipeline of a project folder of one's own, named without its --pipelines: its runs.
-    started = Event("run_start", "r3", "payments", status="started", event_time=at(60))
-    EventLog(lake).append([started])
+    # A pipeline of a project folder of one's own, named without its --pipelines: its runs,
+    # and the validations of the tables they wrote to.
+    EventLog(lake).append([
+        Event("run_start", "r3", "payments", status="started", event_time=at(60)),
+        Event("run_stop", "r3", "payments", status="finished", event_time=at(70),
+              details={"rows_written": {"payments": 4, "kafka:paid": 4}}),
+        Event("quality", "q3", table_name="payments", status="passed", event_time=at(80)),
+        Event("quality", "q3", table_name="events", status="passed", event_time=at(80)),
+    ])  # fmt: skip
     assert main(["log", "payments", "--lake", str(lake)]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
-    assert line.split()[2:4] == ["payments", "run_start"]
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[3] for line in out] == ["run_start", "run_stop", "quality"]
+    assert out[2].endswith("payments: passed")
 
 
 @pytest.mark.parametrize(
