@@ -102,6 +102,10 @@ def execute(args: argparse.Namespace) -> int:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
         print("\n".join(deployment.lines() + _chained(pipelines, deployment, opts)))
         return EXIT_USAGE if deployment.refusals else 0
+    if args.once and pipeline.needs_broker(args.input):
+        from engine.sinks.kafka import check_listening
+
+        check_listening(pipeline.kafka)  # a broker not there: one line before Spark starts
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))

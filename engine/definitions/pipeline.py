@@ -133,6 +133,12 @@ class Pipeline:
         """Names of the tables the pipeline writes, in query order."""
         return [t for q in self.queries for t in q.sinks]
 
+    def needs_broker(self, input_path: str | None) -> bool:
+        """Whether a run talks to the Kafka broker: it reads a topic (no `--input` in its
+        stead) or writes one."""
+        reads = self.source.kind == "kafka" and input_path is None
+        return reads or any(q.topics for q in self.queries)
+
     def with_settings(self, overrides: Mapping[str, str]) -> Pipeline:
         """A copy with settings, `source.<option>`s and `kafka.<setting>`s overridden;
         unknown setting names are errors."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import socket
 import sys
 import time
 import zipfile
@@ -22,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from engine.errors import UserError
 from engine.project import PROJECT
+from engine.reachable import endpoints, refusals
 from engine.runtime.scratch import scratch_folder
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
 
 #: The project's Python packages that code running on executors imports.
 PACKAGES = ("engine", "handlers")
-CONNECT_TIMEOUT_S = 5.0
 #: Spark's own setting for how long to wait for executors to register; a run waits
 #: EXECUTOR_WAIT_S for its first one when it is not set (Spark's 30 s default is for scheduling).
 EXECUTOR_WAIT = "spark.scheduler.maxRegisteredResourcesWaitingTime"
@@ -89,34 +88,18 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def _endpoints(url: str) -> list[tuple[str, int]]:
-    """host:port pairs of a `spark://h1:p1,h2:p2` master."""
-    hosts = url.removeprefix("spark://").split("/")[0]
-    found = []
-    for host_port in hosts.split(","):
-        host, _, port = host_port.rpartition(":")
-        if host and port.isdigit():
-            found.append((host.strip("[]"), int(port)))
-    return found
-
-
 def check_reachable(settings: Mapping[str, str]) -> None:
     """Fail in one line, before Spark starts, when no standalone master answers: Spark itself
     retries for about a minute and then leaves a stopped session."""
     url = settings["spark.master"]
     if not url.startswith("spark://"):
         return  # local, yarn, k8s: Spark reports those itself, quickly
-    endpoints = _endpoints(url)
-    if not endpoints:
+    addresses = endpoints(url.removeprefix("spark://").split("/")[0])
+    if not addresses:
         raise UserError(f"--conf spark.master={url}: expected spark://HOST:PORT")
-    reasons = []
-    for host, port in endpoints:
-        try:
-            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-                return
-        except OSError as err:
-            reasons.append(f"{host}:{port} {err.strerror or err}")
-    raise UserError(f"--conf spark.master={url}: unreachable ({'; '.join(reasons)})")
+    reasons = refusals(addresses)
+    if reasons:
+        raise UserError(f"--conf spark.master={url}: unreachable ({'; '.join(reasons)})")
 
 
 def executor_conf(settings: Mapping[str, str]) -> dict[str, str]:

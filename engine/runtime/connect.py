@@ -19,7 +19,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from engine.errors import UserError, first_line
-from engine.runtime.cluster import CONNECT_TIMEOUT_S, project_zip
+from engine.reachable import CONNECT_TIMEOUT_S
+from engine.runtime.cluster import project_zip
 from engine.runtime.errors import without_sqlstate
 from engine.runtime.scratch import scratch_folder
 

@@ -16,10 +16,18 @@ from pyspark.sql import functions as F
 from engine.definitions.kafka_settings import check_spark_client, librdkafka_settings
 from engine.definitions.tables import Column
 from engine.errors import KafkaUnavailable, UserError
+from engine.reachable import endpoints, refusals
 from engine.sinks import BatchId
 from engine.sinks.kafka_producer import KafkaDeliveryError, KafkaProducer
 
-__all__ = ["SparkTopicSink", "TopicSink", "check_broker", "headers_column", "java_client"]
+__all__ = [
+    "SparkTopicSink",
+    "TopicSink",
+    "check_broker",
+    "check_listening",
+    "headers_column",
+    "java_client",
+]
 
 _MESSAGE = (
     Column("key", pa.string(), True, "Message key (NULL: none)", "STRING"),
@@ -94,6 +102,15 @@ class TopicSink:
             self._producer = None  # an idempotent producer cannot go on after a failure
             raise KafkaUnavailable.broker(self.servers, str(err)) from None
         return data.num_rows
+
+
+def check_listening(client: Mapping[str, str]) -> None:
+    """Fail in one line (KafkaUnavailable) when no bootstrap server of `client` accepts a TCP
+    connection, rather than after librdkafka's 15 s of asking."""
+    servers = client.get("bootstrap.servers", "")
+    reasons = refusals(endpoints(servers, default_port=9092))
+    if reasons:
+        raise KafkaUnavailable.broker(servers, "; ".join(reasons))
 
 
 def check_broker(

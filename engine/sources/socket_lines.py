@@ -30,11 +30,12 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from engine.errors import UserError
+from engine.reachable import CONNECT_TIMEOUT_S
 
 __all__ = ["SCHEMA", "SocketSource", "check_server", "server_address"]
 
 SCHEMA = "value STRING, timestamp TIMESTAMP"
-CONNECT_TIMEOUT_S = 5.0
+
 #: The offset key: lines read by the query since its checkpoint began.
 _LINES = "lines"
 

@@ -442,7 +442,12 @@ def test_once_with_no_broker_is_one_line_and_exit_2(tmp_path):
         "--conf", "source.timeout=2", "--lake", str(tmp_path / "lake"),
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
-    assert f"kafka broker {servers} unreachable (kafka.bootstrap.servers)" in one_error_line(result)
+    assert one_error_line(result) == (
+        f"error: kafka broker {servers} unreachable (kafka.bootstrap.servers): {servers} "
+        "Connection refused"
+    )
+    # Said before Spark started (librdkafka asked for 15 s after it): no lake, no Spark log.
+    assert not (tmp_path / "lake").exists()
 
 
 def broker_command(port: int) -> tuple[subprocess.Popen, str]:

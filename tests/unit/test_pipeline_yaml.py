@@ -257,6 +257,21 @@ def test_every_bundled_spec_loads(name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "settings", "input_path", "needs"),
+    [
+        ("sensor_cep", {}, None, True),  # reads a topic
+        ("sensor_cep", {}, "readings", True),  # files in, alerts still sent to a topic
+        ("order_status", {"source.kind": "kafka", "source.topic": "orders"}, None, True),
+        ("order_status", {"source.kind": "kafka", "source.topic": "orders"}, "in", False),
+        ("order_status", {}, None, False),
+        ("server_logs", {}, None, False),
+    ],
+)
+def test_which_runs_need_the_kafka_broker(name, settings, input_path, needs) -> None:
+    assert Registry().get(name).with_settings(settings).needs_broker(input_path) is needs
+
+
+@pytest.mark.parametrize(
     ("name", "problem"),
     [
         # tables/<name>.sql would not parse, and every command parses all of tables/.
