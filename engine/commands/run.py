@@ -23,7 +23,7 @@ from engine.commands.options import (
 from engine.errors import UserError
 
 if TYPE_CHECKING:
-    from engine.definitions.pipeline import Registry
+    from engine.definitions.pipeline import Pipeline, Registry
     from engine.plan import Plan
     from engine.plan.deployment import Deployment
     from engine.runtime.run import RunOptions
@@ -102,10 +102,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
         print("\n".join(deployment.lines() + _chained(pipelines, deployment, opts)))
         return EXIT_USAGE if deployment.refusals else 0
-    if args.once and pipeline.needs_broker(args.input):
-        from engine.sinks.kafka import check_listening
-
-        check_listening(pipeline.kafka)  # a broker not there: one line before Spark starts
+    _check_servers(pipeline, args)
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
@@ -123,6 +120,20 @@ def execute(args: argparse.Namespace) -> int:
             report.print(sys.stdout)
             return 0 if report.passed else EXIT_FAILED
     return 0
+
+
+def _check_servers(pipeline: Pipeline, args: argparse.Namespace) -> None:
+    """A socket server or a Kafka broker that accepts no connection is one line now, before
+    Spark starts and the lake is made (the first batch, or the Kafka client after 15 s of
+    asking, would fail later). A continuous run waits for its broker instead."""
+    if pipeline.source.kind == "socket" and args.input is None:
+        from engine.sources.socket_lines import check_server, server_address
+
+        check_server(*server_address(dict(pipeline.source.options)))
+    if args.once and pipeline.needs_broker(args.input):
+        from engine.sinks.kafka import check_listening
+
+        check_listening(pipeline.kafka)
 
 
 def _chained(pipelines: Registry, deployment: Deployment, opts: RunOptions) -> list[str]:

@@ -48,7 +48,6 @@ from engine.sinks.kafka import (
 from engine.sinks.spark_delta import SparkDeltaSink
 from engine.sinks.writer import MultiTableWriter
 from engine.sources.kafka_topic import KafkaOptions, kafka_options
-from engine.sources.socket_lines import check_server, server_address
 from engine.sources.streams import Connector, kafka_connector
 
 __all__ = ["RunOptions", "RunResult", "run_pipeline"]
@@ -524,10 +523,6 @@ def run_pipeline(
         # Spark's Kafka sink would wait 60 s a batch for a broker or topic that is not there,
         # then fail with a Java error; --once ends here as it does for an unreachable source.
         check_broker(pipeline.kafka, topics, where=pipeline.path, by_spark=connector == "native")
-    if pipeline.source.kind == "socket" and not opts.input_path:
-        # The query would fail at its first batch with Spark's "Connection refused", after the
-        # lake and the checkpoint were made; a server that is not there is the user's to start.
-        check_server(*server_address(dict(pipeline.source.options)))
     sinks = _table_sinks(spark, plan, opts, kind)
     rules = {name: by_action(s.expectations) for name, s in plan.steps.items() if s.expectations}
     recorder = RunRecorder(opts.lake, pipeline.name, out, rules=rules)
