@@ -72,7 +72,7 @@ class QuerySpec:
     name: str
     sinks: Mapping[str, str]
     #: "5 seconds" (a micro-batch every so often) or "real-time [duration]" (Spark's Real-Time
-    #: Mode, for a query that writes only topics; engine/runtime/run.py).
+    #: Mode, for a query that writes only topics; engine/runtime/query_control.py).
     trigger: str | None = None
     pool: str | None = None
     topics: Mapping[str, str] = field(default_factory=dict)

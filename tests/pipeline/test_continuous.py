@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
-from engine.runtime.run import _OPENING, RunOptions, _await_sources, run_pipeline
+from engine.runtime.query_control import OPENING, await_sources
+from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import read_table
 
 LINES = """\
@@ -72,7 +73,7 @@ def test_processing_time_timeout_then_clean_stop(spark, tmp_path):
 
 def test_a_started_query_has_opened_its_sources(spark, tmp_path):
     # Queries open their sources one at a time: a Python data source's readers share a map
-    # that each one changes, unguarded, as it opens (engine/runtime/run.py, _await_sources).
+    # that each one changes, unguarded, as it opens (query_control.await_sources).
     query = (
         spark.readStream.format("rate")
         .load()
@@ -81,8 +82,8 @@ def test_a_started_query_has_opened_its_sources(spark, tmp_path):
         .start()
     )
     try:
-        _await_sources(query)
+        await_sources(query)
         assert query.isActive
-        assert query.status["message"] not in _OPENING
+        assert query.status["message"] not in OPENING
     finally:
         query.stop()

@@ -20,6 +20,7 @@ ENGINE = Path(__file__).resolve().parents[2] / "engine"
 LAYERS = {
     "errors": 0,
     "project": 0,
+    "reachable": 0,
     "definitions": 1,
     "lake": 2,
     "plan": 3,
@@ -40,6 +41,7 @@ LAYERS = {
 SPARK_FREE = (
     "errors",
     "project",
+    "reachable",
     "definitions",
     "plan",
     "lint",

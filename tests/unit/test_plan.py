@@ -134,16 +134,16 @@ def test_query_outputs_are_checked(tmp_path, query, message):
 
 
 def test_a_topics_only_query_may_run_in_real_time():
-    from engine.runtime.run import _trigger
+    from engine.runtime.query_control import spark_trigger
 
     alerts = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
     assert not alerts.sinks and alerts.topics == {"sensor-anomalies": "anomaly_alerts"}
-    assert _trigger(alerts, once=False, real_time=True) == {"realTime": "60000 milliseconds"}
+    assert spark_trigger(alerts, once=False, real_time=True) == {"realTime": "60000 milliseconds"}
     # Without Spark's Kafka source (Python connector, files): the next batch at once.
-    assert _trigger(alerts, once=False) == {"processingTime": "0 seconds"}
-    assert _trigger(alerts, once=True, real_time=True) == {"availableNow": True}
+    assert spark_trigger(alerts, once=False) == {"processingTime": "0 seconds"}
+    assert spark_trigger(alerts, once=True, real_time=True) == {"availableNow": True}
     five = replace(alerts, trigger="real-time 5 minutes")
-    assert _trigger(five, once=False, real_time=True) == {"realTime": "300000 milliseconds"}
+    assert spark_trigger(five, once=False, real_time=True) == {"realTime": "300000 milliseconds"}
 
 
 @pytest.mark.parametrize(
@@ -159,10 +159,10 @@ def test_a_topics_only_query_may_run_in_real_time():
     ],
 )
 def test_a_trigger_reaches_spark_in_a_form_it_parses(trigger, spark):
-    from engine.runtime.run import _trigger
+    from engine.runtime.query_control import spark_trigger
 
     query = {q.name: q for q in Registry().get("sensor_cep").queries}["alerts"]
-    assert _trigger(replace(query, trigger=trigger), once=False, real_time=True) == spark
+    assert spark_trigger(replace(query, trigger=trigger), once=False, real_time=True) == spark
 
 
 def test_a_real_time_trigger_with_a_bad_duration_is_refused(tmp_path):

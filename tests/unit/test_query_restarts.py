@@ -1,4 +1,4 @@
-"""Which stopped queries a run starts again (engine/runtime/run.py), over queries that stand in
+"""Which stopped queries a run starts again (engine/runtime/retries.py), over queries that stand in
 for Spark's: a Python worker that did not start in time is restarted a few times in a row."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from engine.errors import KafkaUnavailable
 from engine.lake.event_log import EventLog
 from engine.runtime.errors import WorkerStartFailed
 from engine.runtime.events import RunRecorder
-from engine.runtime.run import WORKER_RESTARTS, _schedule_retries
+from engine.runtime.retries import WORKER_RESTARTS, schedule_retries
 
 LATE_WORKER = "Python worker failed to connect back."
 
@@ -32,7 +32,7 @@ class Query:
 
 def schedule(queries, retry_at, restarts, lake: Path, *, once: bool = True) -> str:
     out = io.StringIO()
-    _schedule_retries(
+    schedule_retries(
         queries,
         retry_at,
         restarts,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.definitions.pipeline import QuerySpec
-from engine.runtime import run
+from engine.runtime import query_control
 
 
 class ScriptedQuery:
@@ -63,8 +63,8 @@ def test_a_stop_waits_for_the_batch_under_way_only(
     monkeypatch: pytest.MonkeyPatch, script: list[tuple[bool, int | None]], stopped_after: int
 ) -> None:
     query = ScriptedQuery(script)
-    monkeypatch.setattr(run.time, "sleep", query.wait)
-    run._stop_between_batches(query, timeout_s=60.0)  # type: ignore[arg-type]
+    monkeypatch.setattr(query_control.time, "sleep", query.wait)
+    query_control.stop_between_batches(query, timeout_s=60.0)  # type: ignore[arg-type]
     assert query.stopped_after == stopped_after
 
 
@@ -112,8 +112,8 @@ def test_a_socket_drain_ends_with_the_batch_planned_after_the_stop(
     monkeypatch: pytest.MonkeyPatch, script: list[tuple[bool, bool, str | None]], returned_at: int
 ) -> None:
     query = ScriptedDrain(script)
-    monkeypatch.setattr(run.time, "sleep", query.wait)
-    run._drain(query, interval_s=5.0, timeout_s=60.0)  # type: ignore[arg-type]
+    monkeypatch.setattr(query_control.time, "sleep", query.wait)
+    query_control.drain(query, interval_s=5.0, timeout_s=60.0)  # type: ignore[arg-type]
     assert query.waits == returned_at
 
 
@@ -121,7 +121,7 @@ def test_a_socket_drain_ends_after_a_trigger_that_found_nothing() -> None:
     # Idle, and nothing arrives: no progress is posted; the status after a trigger says so.
     query = ScriptedDrain([(False, False, BEFORE)])
     started = time.monotonic()
-    run._drain(query, interval_s=0.5, timeout_s=60.0)  # type: ignore[arg-type]
+    query_control.drain(query, interval_s=0.5, timeout_s=60.0)  # type: ignore[arg-type]
     assert 1.5 <= time.monotonic() - started < 10
 
 
@@ -133,4 +133,4 @@ def test_a_socket_query_waits_its_trigger_interval_before_it_is_drained(trigger,
     # A socket is no source of Real-Time Mode: such a query runs its batches back to back.
     # The real-time trigger was read as a duration here, and the end of the run failed on it.
     spec = QuerySpec("alerts", {}, trigger=trigger, topics={"alerts": "anomalies"})
-    assert run._interval_s(spec) == seconds
+    assert query_control.interval_s(spec) == seconds
