@@ -13,16 +13,20 @@ class Project:
     """A project folder: `pipelines/`, `sql/`, `tables/` and `quality/suites/` side by side."""
 
     root: Path
+    #: The specs' folder when `--pipelines` names one of another name than `pipelines`.
+    specs: Path | None = None
 
     @classmethod
     def of_pipelines(cls, folder: Path) -> Project:
-        """The project whose `pipelines/` folder is `folder` (`--pipelines` moves them all)."""
-        return cls(folder.resolve().parent)
+        """The project whose pipelines folder is `folder` (`--pipelines` moves them all): its
+        other folders sit beside it."""
+        folder = folder.resolve()
+        return cls(folder.parent, None if folder.name == "pipelines" else folder)
 
     @property
     def pipelines(self) -> Path:
         """Pipeline specs, one `<name>.yaml` each."""
-        return self.root / "pipelines"
+        return self.specs or self.root / "pipelines"
 
     @property
     def sql(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from engine.commands.options import registry
 from engine.project import PROJECT, shown
@@ -23,7 +24,7 @@ def execute(args: argparse.Namespace) -> int:
     for path in init_pipeline(args.name, project):
         print(f"created {shown(path)}")
     # The commands that follow need the same folder, or they read the engine's own project.
-    where = f"--pipelines {args.pipelines} " if args.pipelines else ""
-    runner = shown(PROJECT.root / "runner.py")
+    where = f"--pipelines {shlex.quote(str(args.pipelines))} " if args.pipelines else ""
+    runner = shlex.quote(str(shown(PROJECT.root / "runner.py")))
     print(f"next: python {runner} {where}run {args.name} --once && python {runner} {where}quality")
     return 0

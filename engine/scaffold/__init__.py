@@ -4,6 +4,7 @@ suite, test), written from the templates beside this module."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,9 @@ def init_pipeline(name: str, project: Project) -> list[Path]:
     if existing or (project.sql / name).exists():
         raise UserError(f"init: {existing[0] if existing else project.sql / name} already exists")
     texts = {
-        path: Template((_TEMPLATES / f"{template}.tmpl").read_text()).substitute(name=name)
+        path: Template((_TEMPLATES / f"{template}.tmpl").read_text()).substitute(
+            name=name, specs=json.dumps(project.pipelines.name)
+        )
         for template, path in files.items()
     }
     problem = _unusable(name, texts[files["table.sql"]])

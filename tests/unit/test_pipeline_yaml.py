@@ -318,3 +318,24 @@ def test_init_takes_words_that_still_name_a_table(tmp_path: Path, name: str) -> 
     init_pipeline(name, Project(tmp_path))
     assert load_table(tmp_path / "tables" / f"{name}.sql").name == name
     assert list(Registry(tmp_path / "pipelines").get(name).tables) == [name, "quarantine"]
+
+
+def test_init_writes_into_the_pipelines_folder_named_and_prints_commands_that_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    from engine.lint import lint_pipelines
+
+    # A folder of another name than pipelines/, below a folder with a space in its name.
+    specs = tmp_path / "my project" / "pipes"
+    assert main(["--pipelines", str(specs), "init", "shop"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert (specs / "shop.yaml").is_file()
+    assert not (tmp_path / "my project" / "pipelines").exists()
+    # The next line, as the shell splits it, names that folder (it was split at the space).
+    first = shlex.split(out[-1].removeprefix("next: "))
+    assert first[first.index("--pipelines") + 1] == str(specs)
+    assert lint_pipelines(Registry(specs)).findings == ()
+    test = (tmp_path / "my project" / "tests" / "pipeline" / "test_shop.py").read_text()
+    assert 'Registry(PROJECT / "pipes")' in test
