@@ -52,7 +52,8 @@ def load_files(folder: Path) -> tuple[list[SqlStep], list[Finding], set[str]]:
     broken: set[str] = set()
     paths = sorted(folder.glob("*.sql"))
     if not paths:
-        findings.append(Finding(folder, None, None, "no-sql", "no .sql files"))
+        why = "no .sql files" if folder.is_dir() else "no such folder (the spec's sql:)"
+        findings.append(Finding(folder, None, None, "no-sql", why))
     for path in paths:
         try:
             steps.append(load_step(path))
@@ -239,6 +240,9 @@ def check_pipeline(
     finding is an error. `once` adds the checks of an `--once` run; `loaded` is what
     `load_files` already read of the SQL folder, so a caller that needs it parses it once."""
     steps, loaded_findings, broken = loaded or load_files(pipeline.sql_dir)
+    if not steps and not broken:
+        # No SQL folder: every view a table or handler reads would be reported as unknown.
+        return None, list(loaded_findings)
     findings = list(loaded_findings)
     findings += check_views(pipeline, steps, broken)
     findings += check_stream_sql(pipeline, steps)

@@ -510,3 +510,22 @@ def test_findings_sorted_by_file_then_line(project: Path) -> None:
 def test_schema_columns_reads_top_level_names_only() -> None:
     ddl = "customer_id STRING, products ARRAY<STRUCT<product_id: STRING, price: DOUBLE>>, n INT"
     assert schema_columns(ddl) == ["customer_id", "products", "n"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "made", "why"),
+    [
+        ("sql/order_statuss", False, "no such folder (the spec's sql:)"),
+        ("empty", True, "no .sql files"),
+    ],
+)
+def test_a_spec_without_its_sql_folder_is_that_one_finding(
+    project: Path, capsys: pytest.CaptureFixture[str], sql: str, made: bool, why: str
+) -> None:
+    # Not also every view that tables and handlers read, reported unknown, listed first.
+    if made:
+        (project / sql).mkdir()
+    edit(project, "pipelines/order_status.yaml", "sql: sql/order_status", f"sql: {sql}")
+    code, out = run_lint(project, capsys, "order_status")
+    assert out.splitlines()[0] == f"{project}/{sql}: error: {why} [no-sql]"
+    assert (code, len(out.splitlines())) == (1, 2)
