@@ -17,6 +17,7 @@ from engine.definitions.pipeline import Pipeline, QuerySpec
 from engine.errors import UserError, first_line
 from engine.lake.guard import WRITERS_DIR, check_readable, check_tables, last_committed
 from engine.plan.fingerprint import (
+    SHUFFLE_PARTITIONS,
     Fingerprint,
     conf_changes,
     logic_changes,
@@ -380,6 +381,12 @@ def plan_deployment(
     run's values of the settings Spark pins in a checkpoint; `full_refresh` lists the tables to
     rebuild (empty: all of the pipeline's; None: none)."""
     pipeline = plan.pipeline
+    partitions = conf.get(SHUFFLE_PARTITIONS, "1").strip()
+    if not (partitions.isdigit() and int(partitions) > 0):
+        # Else compared with the checkpoint's count, and the advice was to rebuild.
+        raise UserError(
+            f"--conf {SHUFFLE_PARTITIONS}={partitions}: expected a whole number above 0"
+        )
     if full_refresh:
         unknown = sorted(set(full_refresh) - set(pipeline.tables))
         if unknown:

@@ -30,6 +30,7 @@ from engine.plan.queries import QueryPlan
 
 __all__ = [
     "PINNED_CONF",
+    "SHUFFLE_PARTITIONS",
     "conf_changes",
     "logic_changes",
     "query_fingerprint",
@@ -42,7 +43,8 @@ FILE = "lake_plan.json"
 
 #: Settings Spark records in a checkpoint's offset log and keeps on restart, whatever the
 #: session says: a different value would be silently ignored.
-PINNED_CONF = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PINNED_CONF = (SHUFFLE_PARTITIONS, "spark.sql.streaming.stateStore.providerClass")
 
 Fingerprint = dict[str, Any]
 

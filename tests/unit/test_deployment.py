@@ -14,10 +14,10 @@ from engine.plan.deployment import plan_deployment
 from tests.conftest import copy_project, edit
 
 
-def deployment(pipelines: Path, name: str, lake: Path, **options):
+def deployment(pipelines: Path, name: str, lake: Path, conf=None, **options):
     plan = plan_pipeline(Registry(pipelines).get(name))
     return plan_deployment(
-        plan, lake=lake, checkpoint_root=lake / "_checkpoints", conf={}, **options
+        plan, lake=lake, checkpoint_root=lake / "_checkpoints", conf=conf or {}, **options
     )
 
 
@@ -67,3 +67,14 @@ def test_a_full_refresh_starts_again_every_query_writing_a_rebuilt_table(
 def test_a_full_refresh_of_an_unknown_table_is_refused(tmp_path: Path):
     with pytest.raises(UserError, match="--full-refresh nope: not a table of pipeline"):
         deployment(Registry().folder, "server_logs", tmp_path, full_refresh=("nope",))
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-4", "2.5", ""])
+def test_a_shuffle_partition_count_that_is_no_count_is_refused(tmp_path: Path, value: str):
+    # It was compared with the checkpoint's count, and the advice was to rebuild the tables.
+    conf = {"spark.sql.shuffle.partitions": value}
+    with pytest.raises(UserError) as refused:
+        deployment(Registry().folder, "server_logs", tmp_path, conf=conf)
+    assert str(refused.value) == (
+        f"--conf spark.sql.shuffle.partitions={value}: expected a whole number above 0"
+    )
