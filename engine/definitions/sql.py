@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import re
 import typing as t
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,12 @@ from sqlglot.tokens import TokenType
 
 from engine.definitions.durations import parse_duration
 from engine.definitions.expectations import Expectation, ExpectationError, parse_expectations
-from engine.definitions.syntax import syntax_problem
+from engine.definitions.syntax import (
+    SyntaxProblem,
+    incomplete,
+    parse_statements,
+    syntax_problem,
+)
 
 __all__ = [
     "SparkStreaming",
@@ -305,12 +311,14 @@ def load_step(path: Path) -> SqlStep:
     """Read and parse a file holding exactly one `CREATE TEMP VIEW <file stem> AS <query>`."""
     sql = path.read_text()
     try:
-        statements = [tree for tree in sqlglot.parse(sql, read=SparkStreaming) if tree]
+        statements = parse_statements(sql, SparkStreaming)
     except SqlglotError as error:
         problem = syntax_problem(error)
         raise SqlError(problem.message, path=path, line=problem.line, col=problem.col) from error
 
     create = statements[0] if len(statements) == 1 else None
+    if isinstance(create, exp.Command):
+        _raise_query_problem(sql, path)
     properties = create.args.get("properties") if isinstance(create, exp.Create) else None
     if not (
         isinstance(create, exp.Create)
@@ -326,6 +334,9 @@ def load_step(path: Path) -> SqlStep:
             path=path,
         )
 
+    problem = incomplete(sql, create, SparkStreaming)
+    if problem:
+        raise SqlError(problem.message, path=path, line=problem.line, col=problem.col)
     view = create.this.name
     if view.lower() != path.stem.lower():
         line, col = position(create.this)
@@ -357,6 +368,42 @@ def load_step(path: Path) -> SqlStep:
         aggregates=isinstance(query, exp.Select) and bool(query.args.get("group")) and not dedup,
         expectations=expectations,
     )
+
+
+# The head of a view's file, up to its query: comments (expectations) and CREATE ... AS.
+_VIEW_HEAD = re.compile(
+    r"(?:\s|--[^\n]*\n|/\*.*?\*/)*CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+"
+    r"[`\w]+\s+AS\s+",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _raise_query_problem(sql: str, path: Path) -> None:
+    """sqlglot read the file as an opaque command, which says where nothing went wrong: read
+    the view's query alone, so a misspelt keyword (`SELEC`, `FORM`) gets its line and column."""
+    head = _VIEW_HEAD.match(sql)
+    problem = _query_problem(sql[head.end() :]) if head else None
+    if problem is None:
+        return
+    line, col = problem.line, problem.col
+    if line is not None:  # from the query's start to the file's
+        before = sql[: head.end()]
+        if line == 1 and col is not None:
+            col += len(before) - (before.rfind("\n") + 1)
+        line += before.count("\n")
+    raise SqlError(problem.message, path=path, line=line, col=col)
+
+
+def _query_problem(query: str) -> SyntaxProblem | None:
+    """What is wrong with a view's query, where sqlglot says so; None if it reads it."""
+    try:
+        tokens = SparkStreaming().tokenize(query)
+        if tokens and tokens[0].token_type is TokenType.VAR:  # a word no query starts with
+            return SyntaxProblem(f"expected SELECT or WITH, not {tokens[0].text!r}", 1, 1)
+        parse_statements(query, SparkStreaming)
+    except SqlglotError as error:
+        return syntax_problem(error)
+    return None
 
 
 def load_steps(folder: Path) -> list[SqlStep]:

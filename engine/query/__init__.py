@@ -10,7 +10,6 @@ query, so only Spark answers it.
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
-from sqlglot.tokens import TokenType
 
-from engine.definitions.syntax import syntax_problem
+from engine.definitions.syntax import SyntaxProblem, incomplete, parse_statements, syntax_problem
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, read_arrow, table_path
 from engine.lake.values import repair_text
@@ -59,23 +57,16 @@ def parse_query(sql: str) -> exp.Query:
     """The one read-only query in `sql` (Spark SQL), calling only allowed functions; anything
     else is a user error. For an EXPLAIN statement, its query."""
     sql = explained_query(sql) or sql
-    sqlglot_log = logging.getLogger("sqlglot")
-    level = sqlglot_log.level
-    # sqlglot warns on stderr when it falls back to a Command (EXECUTE IMMEDIATE ...): the
-    # refusal below is the one line the user sees.
-    sqlglot_log.setLevel(logging.ERROR)
     try:
-        trees = [t for t in sqlglot.parse(sql, read=SparkQuery) if t is not None]
+        trees = parse_statements(sql, SparkQuery)
     except sqlglot.errors.SqlglotError as err:
-        problem = syntax_problem(err)
-        where = f"line {problem.line}, col {problem.col}: " if problem.line else ""
-        raise UserError(f"query: {where}{problem.message}") from None
-    finally:
-        sqlglot_log.setLevel(level)
+        raise UserError(f"query: {_where(syntax_problem(err))}") from None
     if len(trees) != 1:
         raise UserError(f"query: one statement at a time; {READ_ONLY}")
     tree = trees[0]
-    _check_complete(sql, tree)
+    problem = incomplete(sql, tree, SparkQuery)
+    if problem:
+        raise UserError(f"query: {_where(problem)}")
     if not isinstance(tree, exp.Query) or tree.find(exp.DDL, exp.DML, exp.Command, exp.Set):
         raise UserError(f"query: {READ_ONLY}")
     for table in tree.find_all(exp.Table):
@@ -115,34 +106,9 @@ def parse_query(sql: str) -> exp.Query:
     return tree
 
 
-# What may not follow a comma: sqlglot lets `SELECT a, FROM t` and `FROM t,` pass, Spark does not.
-_AFTER_NO_COMMA = {
-    TokenType.FROM,
-    TokenType.WHERE,
-    TokenType.GROUP_BY,
-    TokenType.HAVING,
-    TokenType.ORDER_BY,
-    TokenType.LIMIT,
-    TokenType.R_PAREN,
-    TokenType.SEMICOLON,
-}
-
-
-def _check_complete(sql: str, tree: exp.Expr) -> None:
-    """Refuse the clauses sqlglot reads as empty where Spark refuses them (`SELECT FROM t`,
-    a trailing comma, `GROUP BY` alone), before DuckDB answers them with an unrelated error."""
-    tokens = SparkQuery().tokenize(sql)
-    for comma, after in zip(tokens, [*tokens[1:], None], strict=True):
-        if comma.token_type is TokenType.COMMA and (
-            after is None or after.token_type in _AFTER_NO_COMMA
-        ):
-            raise UserError(f"query: line {comma.line}, col {comma.col}: nothing after this comma")
-    for select in tree.find_all(exp.Select):
-        if not select.expressions:
-            raise UserError("query: SELECT names no columns (name them, or SELECT *)")
-    for group in tree.find_all(exp.Group):
-        if not any(group.args.values()):
-            raise UserError("query: GROUP BY names nothing to group by")
+def _where(problem: SyntaxProblem) -> str:
+    where = f"line {problem.line}, col {problem.col}: " if problem.line else ""
+    return where + problem.message
 
 
 def _written(node: exp.Expression, sql: str) -> str:

@@ -48,6 +48,36 @@ CASES = [
         f"{TOTALS}:4:25: error: Expecting ) [syntax]",
         id="syntax",
     ),
+    # sqlglot read these as an opaque command (and warned on stderr), or as empty clauses:
+    # where Spark stops, with no line; now each where it is.
+    pytest.param(
+        TOTALS,
+        "SELECT status",
+        "SELEC status",
+        f"{TOTALS}:4:1: error: expected SELECT or WITH, not 'SELEC' [syntax]",
+        id="misspelt-select",
+    ),
+    pytest.param(
+        TOTALS,
+        "FROM orders",
+        "FORM orders",
+        f"{TOTALS}:5:4: error: Invalid expression / Unexpected token [syntax]",
+        id="misspelt-from",
+    ),
+    pytest.param(
+        TOTALS,
+        "status, count(*)",
+        "status,, count(*)",
+        f"{TOTALS}:4:14: error: nothing after this comma [syntax]",
+        id="double-comma",
+    ),
+    pytest.param(
+        TOTALS,
+        "AS updated_at\n",
+        "AS updated_at,\n",
+        f"{TOTALS}:4:67: error: nothing after this comma [syntax]",
+        id="trailing-comma",
+    ),
     pytest.param(
         TOTALS,
         "VIEW order_totals AS",
@@ -440,11 +470,11 @@ def test_noqa_on_its_line_silences_a_warning(
 
 def test_noqa_does_not_silence_an_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `run` would stop on the error all the same, so the noqa silences nothing.
-    edit(project, TOTALS, "count(*) AS orders,", "count(*) AS orders, nope,  -- noqa")
+    edit(project, TOTALS, "AS updated_at\n", "AS updated_at, nope  -- noqa\n")
     code, out = run_lint(project, capsys, "order_status")
     assert code == 1
     assert "unknown column 'nope'" in out
-    assert f"{project}/{TOTALS}:4:43: warning: `-- noqa` silences no warning on this line" in out
+    assert f"{project}/{TOTALS}:4:75: warning: `-- noqa` silences no warning on this line" in out
     assert out.splitlines()[-1] == ("lint: 1 pipeline, 4 SQL files, 1 error, 2 warnings")
 
 
