@@ -20,6 +20,9 @@
   plus or minus an interval of days, months or years is a DATE (DuckDB's a TIMESTAMP);
 * `timestamp_seconds`, `timestamp_millis` and `timestamp_micros` (DuckDB has none) are
   written in its SQL, and `unix_seconds` rounds down;
+* `timestampdiff(unit, a, b)` (also spelt `datediff` or `date_diff` with a unit) counts whole
+  units, cut toward zero, as java.time does (DuckDB's `date_diff` counts the boundaries
+  crossed, and sqlglot read the three-argument `datediff` as days between DATEs);
 * `to_date` stops at text it cannot read, as Spark's does (sqlglot's gives NULL), and
   `try_to_date` (DuckDB has none) gives NULL there.
 """
@@ -45,6 +48,7 @@ __all__ = [
     "epochs",
     "formats",
     "time_texts",
+    "timestamp_diffs",
     "to_dates",
     "try_to_dates",
     "unix_seconds",
@@ -366,6 +370,61 @@ def to_dates(tree: exp.Expr) -> None:
                 "AS DATE) ELSE CAST(__0 AS DATE) END"
             )
             to_date.replace(duckdb_expr(parsed, to_date.this, pattern))
+
+
+# Spark's timestampdiff units counted in microseconds (DAY and WEEK too: the session is UTC).
+_MICROS = {
+    "MICROSECOND": 1,
+    "MILLISECOND": 1_000,
+    "SECOND": 1_000_000,
+    "MINUTE": 60_000_000,
+    "HOUR": 3_600_000_000,
+    "DAY": 86_400_000_000,
+    "WEEK": 604_800_000_000,
+}
+_MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
+
+
+def _whole_units(unit: str, start: exp.Expr, end: exp.Expr) -> exp.Expr:
+    """Spark's `timestampdiff(unit, start, end)`: whole units from start to end, cut toward
+    zero (java.time's `until`); DuckDB's date_diff counts the unit's boundaries crossed."""
+    a, b = "CAST(__0 AS TIMESTAMP)", "CAST(__1 AS TIMESTAMP)"
+    if unit in _MICROS:
+        return duckdb_expr(
+            f"CAST(trunc((epoch_us({b}) - epoch_us({a})) / {_MICROS[unit]}) AS BIGINT)", start, end
+        )
+    # Whole months as java.time counts them: the end date moved back (on) a day when its time
+    # of day is before (after) the start's, then months of 32-day steps between the dates.
+    day_a, day_b = f"CAST({a} AS DATE)", f"CAST({b} AS DATE)"
+    end_day = (
+        f"CASE WHEN {day_b} > {day_a} AND CAST({b} AS TIME) < CAST({a} AS TIME) THEN {day_b} - 1 "
+        f"WHEN {day_b} < {day_a} AND CAST({b} AS TIME) > CAST({a} AS TIME) THEN {day_b} + 1 "
+        f"ELSE {day_b} END"
+    )
+
+    def packed(day: str) -> str:
+        return f"((year({day}) * 12 + month({day})) * 32 + day({day}))"
+
+    months = f"trunc(({packed(end_day)} - {packed(day_a)}) / 32)"
+    return duckdb_expr(f"CAST(trunc({months} / {_MONTHS[unit]}) AS BIGINT)", start, end)
+
+
+def _undated(node: exp.Expr) -> exp.Expr:
+    """An operand of a three-argument datediff without the cast to DATE sqlglot gave it."""
+    return node.this if isinstance(node, exp.TsOrDsToDate) else node
+
+
+def timestamp_diffs(tree: exp.Expr) -> None:
+    """`timestampdiff(unit, a, b)` and its three-argument spellings `datediff` and `date_diff`
+    (sqlglot reads those as a day count of DATEs) count whole units of timestamps."""
+    for diff in reversed(list(tree.find_all(exp.TimestampDiff, exp.DateDiff))):
+        unit = diff.args.get("unit")
+        if unit is None:  # datediff(end, start): days between dates, as sqlglot writes it
+            continue
+        name = unit.name.upper()
+        if name not in _MICROS and name not in _MONTHS:
+            raise UserError(f"query: timestampdiff: no unit {unit.name!r} in Spark")
+        diff.replace(_whole_units(name, _undated(diff.expression), _undated(diff.this)))
 
 
 def dates_like_spark(tree: exp.Expr) -> None:

@@ -35,6 +35,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     times.unix_seconds,
     times.epochs,
     times.zones,
+    times.timestamp_diffs,
     times.try_to_dates,
     times.time_texts,
     times.formats,
