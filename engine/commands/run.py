@@ -101,7 +101,10 @@ def execute(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")
         print("\n".join(deployment.lines() + _chained(pipelines, deployment, opts)))
-        return EXIT_USAGE if deployment.refusals else 0
+        stops = _lint_errors(pipeline, quality=args.quality)
+        for line in stops:
+            print(line)
+        return EXIT_USAGE if deployment.refusals or stops else 0
     _check_servers(pipeline, args)
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
@@ -120,6 +123,16 @@ def execute(args: argparse.Namespace) -> int:
             report.print(sys.stdout)
             return 0 if report.passed else EXIT_FAILED
     return 0
+
+
+def _lint_errors(pipeline: Pipeline, *, quality: bool) -> list[str]:
+    """What `lint` finds that the run would stop on (an unknown column or function: Spark's
+    analysis of the batch), as refusals of the dry run; the suites only with `--quality`."""
+    from engine.lint import lint_pipeline
+
+    _, findings = lint_pipeline(pipeline, suites=quality)
+    errors = [f for f in findings if f.severity == "error"]
+    return [f"refused: {f.where}: {f.message} [{f.code}]" for f in errors]
 
 
 def _check_servers(pipeline: Pipeline, args: argparse.Namespace) -> None:

@@ -78,3 +78,21 @@ def test_a_shuffle_partition_count_that_is_no_count_is_refused(tmp_path: Path, v
     assert str(refused.value) == (
         f"--conf spark.sql.shuffle.partitions={value}: expected a whole number above 0"
     )
+
+
+def test_a_dry_run_refuses_what_lint_finds_the_run_would_stop_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from engine.commands import main
+
+    project = copy_project(tmp_path / "project")
+    args = ["--pipelines", str(project / "pipelines"), "run", "order_status", "--dry-run"]
+    args += ["--lake", str(tmp_path / "lake")]
+    assert main(args) == 0
+    edit(project / "sql" / "order_status" / "order_totals.sql", "max(arrival_time)", "max(arival)")
+    assert main(args) == 2  # Spark's analysis of the first batch would stop the run
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"refused: {project}/sql/order_status/order_totals.sql:4:45: unknown column 'arival'"
+        " [unknown-column]"
+    )
+    assert not (tmp_path / "lake").exists()
