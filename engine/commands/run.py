@@ -105,9 +105,9 @@ def execute(args: argparse.Namespace) -> int:
         for line in stops:
             print(line)
         return EXIT_USAGE if deployment.refusals or stops else 0
-    _check_servers(pipeline, args)
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
+        _check_servers(pipeline, args)
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
         result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
         result.report(sys.stdout)

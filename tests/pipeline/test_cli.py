@@ -281,7 +281,8 @@ def test_a_socket_server_that_is_not_there_is_one_line_and_writes_nothing(tmp_pa
     assert one_error_line(result).startswith(
         f"error: source.host/source.port: no server accepts connections on 127.0.0.1:{port} "
     )
-    assert not lake.exists()  # said before Spark started: no table, no checkpoint, no log
+    # Said before Spark started: no table, no checkpoint, no log; only the run lock's folder.
+    assert [p.name for p in lake.iterdir()] == ["_runs"]
 
 
 def test_a_second_run_of_a_pipeline_on_a_lake_is_refused_until_the_first_ends(tmp_path):
