@@ -430,6 +430,19 @@ def test_sequences_urls_and_indexes_stop_on_both_engines(
         run_query(spark, sql, lake)
 
 
+def test_an_index_past_the_end_stops_when_grouped_by_its_place(spark, lake):
+    # DuckDB gave a NULL group: the types of `GROUP BY 1`'s expression were not found, so the
+    # index was left as DuckDB's.
+    sql = (
+        "SELECT split(customer_id, '-')[1] AS x, count(*) AS n FROM events "
+        "WHERE customer_id = 'c2' GROUP BY 1"
+    )
+    with pytest.raises(UserError, match=re.escape("(get(a, i) gives NULL instead)")):
+        run_duckdb(sql, lake)
+    with pytest.raises(UserError, match=re.escape("[INVALID_ARRAY_INDEX]")):
+        run_query(spark, sql, lake)
+
+
 def test_a_sum_past_bigint_stops_on_both_engines(spark, lake):
     # DuckDB sums integers as HUGEINTs: it gave 55340232221128654830 where Spark stops.
     sql = "SELECT sum(9223372036854775807L) AS x FROM events"

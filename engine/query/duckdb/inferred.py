@@ -14,6 +14,7 @@ from sqlglot.optimizer.qualify import qualify
 __all__ = ["TIMES", "Schema", "mark_types", "operand_type", "schema_of"]
 
 _TYPES = "spark_operand_types"
+_PLACE = "spark_typed_place"
 
 #: The types of dates and times, as sqlglot names them.
 TIMES = frozenset(
@@ -25,10 +26,13 @@ Schema = Mapping[str, Mapping[str, str]]
 
 
 def mark_types(tree: exp.Expr, schema: Schema, kinds: tuple[type[exp.Expr], ...]) -> None:
-    """Marks each node of `tree` of these kinds with the types of its operands, found on a
-    typed copy whose nodes pair with the query's by kind and order; none of a kind where the
-    copy cannot be qualified or holds another number of them (then no pairing is trusted).
-    A mark goes with the node's copies, as the rewrites move it."""
+    """Marks each node of `tree` of these kinds with the types of its operands, found on its
+    twin in a typed copy (the node's first: a `GROUP BY 1` there repeats the expression it
+    names); none where the copy cannot be qualified or lost the node. A mark goes with the
+    node's copies, as the rewrites move it."""
+    nodes = [n for n in tree.walk() if type(n) in kinds]
+    for place, node in enumerate(nodes):
+        node.meta[_PLACE] = place  # copied with the node, so its twin carries it
     try:
         typed = annotate_types(
             qualify(tree.copy(), schema=schema, dialect="spark", validate_qualify_columns=False),
@@ -37,16 +41,18 @@ def mark_types(tree: exp.Expr, schema: Schema, kinds: tuple[type[exp.Expr], ...]
         )
     except sqlglot.errors.SqlglotError:
         return
-    for kind in kinds:
-        nodes = [n for n in tree.find_all(kind) if type(n) is kind]
-        copies = [n for n in typed.find_all(kind) if type(n) is kind]
-        if len(nodes) != len(copies):
+    twins: dict[int, exp.Expr] = {}
+    for twin in typed.walk():
+        if type(twin) in kinds and _PLACE in twin.meta:
+            twins.setdefault(twin.meta[_PLACE], twin)
+    for place, node in enumerate(nodes):
+        twin = twins.get(place)
+        if twin is None or type(twin) is not type(node):
             continue
-        for node, twin in zip(nodes, copies, strict=True):
-            node.meta[_TYPES] = {
-                name: [_type(a) for a in arg] if isinstance(arg, list) else _type(arg)
-                for name, arg in twin.args.items()
-            }
+        node.meta[_TYPES] = {
+            name: [_type(a) for a in arg] if isinstance(arg, list) else _type(arg)
+            for name, arg in twin.args.items()
+        }
 
 
 def operand_type(node: exp.Expr, name: str, place: int = 0) -> exp.DataType.Type | None:
