@@ -265,6 +265,9 @@ QUERIES = [
     "months_between(event_time, TIMESTAMP '2024-01-01 12:00:00') AS b, "
     "months_between(DATE '2024-02-29', DATE '2024-01-31') AS c, weekday(event_date) AS w, "
     "extract(SECOND FROM event_time) AS s, date_part('SECOND', event_time) AS p FROM events",
+    # a negative literal is a DECIMAL as a positive one is (DuckDB rounded it as a DOUBLE)
+    "SELECT round(-2.5) AS a, round(-2.4) AS b, round(2.5) AS c, round(-2.55, 1) AS d, "
+    "bround(-2.5) AS e, round(-x) AS f FROM VALUES (2.5D) AS t(x)",
     # whole units from start to end, cut toward zero (DuckDB's date_diff counts boundaries, and
     # sqlglot read a three-argument datediff as days between DATEs)
     "SELECT timestampdiff(HOUR, a, b) AS h, datediff(DAY, a, b) AS d, date_diff(MINUTE, a, b) "

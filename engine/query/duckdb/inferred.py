@@ -65,6 +65,8 @@ def operand_type(node: exp.Expr, name: str, place: int = 0) -> exp.DataType.Type
 
 
 def _type(arg: object) -> exp.DataType.Type | None:
+    if isinstance(arg, exp.Neg):  # -2.5 is a DECIMAL as 2.5 is (sqlglot said DOUBLE)
+        return _type(arg.this)
     if isinstance(arg, exp.Literal) and not arg.is_string and not arg.is_int:
         # Spark reads 0.125 as a DECIMAL (sqlglot says DOUBLE), 1e3 as a DOUBLE
         return exp.DataType.Type.DOUBLE if "e" in arg.name.lower() else exp.DataType.Type.DECIMAL

@@ -394,7 +394,9 @@ def brounds(tree: exp.Expr) -> None:
         if operand_type(call, "expressions") == exp.DataType.Type.DOUBLE:
             call.replace(_round_double(x, places[0] if places else None, "round_even"))
         else:
-            call.replace(exp.Anonymous(this="round_even", expressions=[x, *places]))
+            # DuckDB's round_even takes its places always.
+            digits = places[0] if places else exp.Literal.number(0)
+            call.replace(exp.Anonymous(this="round_even", expressions=[x, digits]))
 
 
 #: Spark's try_ arithmetic, each with the operator DuckDB computes it with.
