@@ -137,8 +137,8 @@ def _lint_errors(pipeline: Pipeline, *, quality: bool) -> list[str]:
 
 def _check_servers(pipeline: Pipeline, args: argparse.Namespace) -> None:
     """A socket server or a Kafka broker that accepts no connection is one line now, before
-    Spark starts and the lake is made (the first batch, or the Kafka client after 15 s of
-    asking, would fail later). A continuous run waits for its broker instead."""
+    Spark starts and any table or checkpoint is made (the first batch, or the Kafka client
+    after 15 s of asking, would fail later). A continuous run waits for its broker instead."""
     if pipeline.source.kind == "socket" and args.input is None:
         from engine.sources.socket_lines import check_server, server_address
 
