@@ -54,6 +54,10 @@ class SourceSpec:
     #: kind delta: the lake table read as a stream (`<lake>/<table>`).
     table: str | None = None
 
+    def delta_table(self, lake: Path, path: str | None = None) -> Path:
+        """Where a delta source's table is: `path` (--input) if given, else `<lake>/<table>`."""
+        return Path(path).resolve() if path else lake / str(self.table)
+
 
 @dataclass(frozen=True)
 class HandlerSpec:

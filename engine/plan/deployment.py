@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlparse
 
 from engine.definitions.pipeline import Pipeline, QuerySpec
 from engine.errors import UserError, first_line
+from engine.lake.delta_source import rewritten, rewritten_version
 from engine.lake.guard import WRITERS_DIR, check_readable, check_tables, last_committed
 from engine.plan.fingerprint import (
     SHUFFLE_PARTITIONS,
@@ -313,6 +314,13 @@ def _query_action(
     if committed is not None:
         moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path, lake)
         reasons += [moved] if moved else []
+        source = plan.pipeline.source
+        skips = {k.lower(): v for k, v in source.options.items()}
+        if source.kind == "delta" and str(skips.get("skipchangecommits", "")).lower() != "true":
+            table = source.delta_table(lake, input_path)
+            version = rewritten_version(table, checkpoint, committed)
+            if version is not None:  # the run's Delta stream would stop there
+                reasons.append(rewritten(table, version))
         old = read_fingerprint(checkpoint)
         changed = state_changes(old, fingerprint) if old else []
         changed += conf_changes(checkpoint, conf)

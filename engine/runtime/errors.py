@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.errors import KafkaUnavailable, UserError, first_line
+from engine.lake.delta_source import rewritten
 from engine.project import shown
 
 __all__ = [
@@ -164,12 +165,7 @@ def as_user_error(
     changed = _DELTA_SOURCE_CHANGED.search(text)
     if changed:
         version, path = changed.group(1), changed.group(2).removeprefix("file:")
-        return UserError(
-            f"{prefix}delta source: the table {path} had rows deleted or rewritten in its "
-            f"version {version} (its pipeline's --full-refresh, a DELETE or a MERGE), which a "
-            "stream of its appends cannot follow: run again with --full-refresh to read it "
-            "from its start, or set source.skipChangeCommits=true to skip such versions"
-        )
+        return UserError(prefix + rewritten(path, int(version)))
     if kafka_servers:
         full = text + "\n" + _jvm_traces(err)
         config = _KAFKA_CONFIG.search(full)

@@ -17,7 +17,6 @@ from engine.errors import UserError
 
 __all__ = [
     "Connector",
-    "delta_table_path",
     "has_kafka",
     "kafka_connector",
     "open_source",
@@ -191,11 +190,6 @@ def _kafka(spark: SparkSession, spec: SourceSpec, client: Mapping[str, str]) -> 
     )
 
 
-def delta_table_path(spec: SourceSpec, lake: Path, path: str | None = None) -> Path:
-    """Where a delta source's table is: `path` (--input) if given, else `<lake>/<table>`."""
-    return Path(path).resolve() if path else lake / str(spec.table)
-
-
 def _delta(spark: SparkSession, spec: SourceSpec, table: Path) -> DataFrame:
     """A lake table read as a stream: its columns, plus `origin` and `timestamp`."""
     if not (table / "_delta_log").is_dir():
@@ -227,7 +221,7 @@ def open_source(
     its table."""
     spec = pipeline.source
     if spec.kind == "delta":
-        return _delta(spark, spec, delta_table_path(spec, lake or Path("lake").resolve(), path))
+        return _delta(spark, spec, spec.delta_table(lake or Path("lake").resolve(), path))
     if spec.kind == "files" or path is not None:
         return _files(spark, spec, pipeline.input_folder(path))
     if spec.kind == "kafka":

@@ -108,14 +108,21 @@ def test_chained_pipelines_give_exact_rows_also_after_a_restart(spark, parts, tm
     )
     DeltaTable(str(lake / "purchases")).delete("quantity > 1")
     version = DeltaTable(str(lake / "purchases")).version()
+    refusal = (
+        f"delta source: the table {lake / 'purchases'} had rows deleted or rewritten in its "
+        f"version {version} (its pipeline's --full-refresh, a DELETE or a MERGE), which a "
+        "stream of its appends cannot follow: run again with --full-refresh to read it from "
+        "its start, or set source.skipChangeCommits=true to skip such versions"
+    )
+    # Said before Spark starts, from the table's log and the checkpoint's last offset (the
+    # dry run said it would resume, and the run stopped at Delta's stream).
+    dry = runner("run", "customer_spend", "--dry-run", "--lake", str(lake))
+    assert dry.returncode == 2
+    # (then the shuffle partitions: the tests' session runs with fewer than the command's)
+    assert dry.stdout.splitlines()[-1].startswith(f"query spend: refused: {refusal}")
     with pytest.raises(UserError) as refused:
         run(spark, "customer_spend", lake)
-    assert str(refused.value) == (
-        f"query spend: delta source: the table {lake / 'purchases'} had rows deleted or "
-        f"rewritten in its version {version} (its pipeline's --full-refresh, a DELETE or a "
-        "MERGE), which a stream of its appends cannot follow: run again with --full-refresh "
-        "to read it from its start, or set source.skipChangeCommits=true to skip such versions"
-    )
+    assert str(refused.value) == refusal
     run(spark, "customer_spend", lake, full_refresh=())
     assert read_table(lake, "customer_spend") == expected_spend(lake)
 
