@@ -315,8 +315,9 @@ def _query_action(
         moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path, lake)
         reasons += [moved] if moved else []
         source = plan.pipeline.source
-        skips = {k.lower(): v for k, v in source.options.items()}
-        if source.kind == "delta" and str(skips.get("skipchangecommits", "")).lower() != "true":
+        # Options with which Delta's stream goes past such versions.
+        skips = {k.lower() for k, v in source.options.items() if str(v).lower() == "true"}
+        if source.kind == "delta" and not skips & {"skipchangecommits", "ignorechanges"}:
             table = source.delta_table(lake, input_path)
             version = rewritten_version(table, checkpoint, committed)
             if version is not None:  # the run's Delta stream would stop there
