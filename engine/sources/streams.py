@@ -25,6 +25,13 @@ __all__ = [
 _ORIGIN = "concat_ws(':', topic, partition, offset) AS origin"
 
 
+# What a files source reads unless its spec says otherwise. Logs are often kept in folders by
+# date (logs/2019/06/20/*.json), and Spark reads only the folder's own files (and key=value
+# folders') unless told to look below. Spark also skips a file more than 7 days older than the
+# newest it has seen (`maxFileAge`): a log copied in with its old time (`cp -p`, `rsync -a`,
+# `tar x`) was not read, without a word. Both were lines lost with exit 0.
+_FILES_DEFAULTS: Mapping[str, str] = {"recursiveFileLookup": "true", "maxFileAge": "100000d"}
+
 # Characters Hadoop reads as a glob pattern in a path.
 _GLOB = re.compile(r"([\\\[\]{}*?])")
 
@@ -38,12 +45,11 @@ def _files(spark: SparkSession, spec: SourceSpec, folder: Path) -> DataFrame:
             f"input file {folder / globbed[0]} has one of ? * [ ] {{ }} \\ in its name, which "
             "Spark reads as a pattern matching other files; rename it"
         )
-    # Logs are often kept in folders by date (logs/2019/06/20/*.json), and Spark reads only
-    # the folder's own files (and key=value folders') unless told to look below: the rest
-    # was not read, without a word. A spec's own recursiveFileLookup still decides.
     options = {k: str(v) for k, v in spec.options.items()}
-    if not any(k.lower() == "recursivefilelookup" for k in options):
-        options["recursiveFileLookup"] = "true"
+    given = {k.lower() for k in options}
+    for name, value in _FILES_DEFAULTS.items():
+        if name.lower() not in given:
+            options[name] = value
     _check_archive_outside(options, folder)
     reader = spark.readStream.options(**options)
     # The folder itself is escaped: g[1] is that folder, not g1.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -190,6 +192,23 @@ def test_glob_characters_in_the_input_are_names_not_patterns(spark, tmp_path):
     archived = plan_pipeline(Registry().get("server_logs").with_settings(archive), once=True)
     with pytest.raises(UserError, match=r"^source.sourceArchiveDir: .*/_done/archive is inside"):
         run_pipeline(spark, archived, opts)
+
+
+def test_a_file_copied_in_with_an_old_time_is_read(spark, tmp_path):
+    """Spark's file source skips a file 7 days older than the newest it has seen; logs copied
+    with their times kept (`cp -p`, `rsync -a`) are that old, and were lost with exit 0."""
+    folder, lake = tmp_path / "in", tmp_path / "lake"
+    folder.mkdir()
+    (folder / "today.json").write_text(log_line("0:46:01", "today", "ProductView", "p", 1.0))
+    plan = plan_pipeline(Registry().get("server_logs"), once=True)
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    run_pipeline(spark, plan, opts)
+    old = folder / "old.json"
+    old.write_text(log_line("0:47:01", "copied", "ProductView", "p", 1.0))
+    month_ago = time.time() - 30 * 86400
+    os.utime(old, (month_ago, month_ago))
+    run_pipeline(spark, plan, opts)
+    assert sorted(r["customer_id"] for r in read_table(lake, "events")) == ["copied", "today"]
 
 
 def log_line(hms: str, customer: str, kind: str, product: str, price: float) -> str:
