@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -109,10 +110,15 @@ def execute(args: argparse.Namespace) -> int:
         deployment.check()  # the run checks again, with the session's own settings
         _check_servers(pipeline, args)
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
-        result = run_pipeline(spark, plan, opts, stop=stop_on_signals())
+        stop = stop_on_signals()
+        result = run_pipeline(spark, plan, opts, stop=stop)
         result.report(sys.stdout)
         for line in _chained(pipelines, deployment, opts):
             print(line)
+        if result.cut_short:
+            # The shell's status for a process ended by that signal: a scheduler sees the run
+            # did not finish, and its tables are not checked half-way.
+            return 128 + (stop.signum or signal.SIGTERM)
         if args.quality:
             from engine.quality import validate_lake
 

@@ -29,6 +29,8 @@ class RunResult:
     direct: dict[str, Counter[str]] = field(default_factory=dict)
     #: What the writers recorded per batch (engine/lake/batch_records.py).
     records: RunRecords = field(default_factory=RunRecords)
+    #: A `--once` run stopped (Ctrl-C, SIGTERM) before it had read all its input.
+    cut_short: bool = False
 
     def _totals(self, query: str) -> tuple[Counter[str], Counter[str]]:
         if query in self.direct:  # Spark's count: every row it carried, it wrote
@@ -82,6 +84,8 @@ class RunResult:
             for handler, counts in totals.handler_counts.items():
                 counted = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
                 out.write(f"handler {handler}: {counted}\n")
+        if self.cut_short:
+            out.write("run stopped before all input was read; the next run goes on from there\n")
 
     def _report_checks(self, query: str, totals: QueryTotals, out: TextIO) -> None:
         """One line per view with expectations: rows checked and dropped, and each rule."""

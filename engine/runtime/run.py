@@ -273,6 +273,12 @@ def run_pipeline(
             if (all if opts.once else any)(inactive) and not retry_at:
                 break
             stop.wait(0.2)
+        else:
+            # A --once run stopped before its input was all read did not do what it was
+            # asked: a scheduler and `log` must tell it from one that did.
+            if opts.once:
+                result.cut_short = True
+                status, message = "stopped", "before all input was read"
         for name, q in queries.items():
             if pipeline.source.kind == "socket":
                 drain(q, interval_s(specs[name]))

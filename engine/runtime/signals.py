@@ -5,12 +5,23 @@ from __future__ import annotations
 import signal
 import threading
 
-__all__ = ["stop_on_signals"]
+__all__ = ["StopRequest", "stop_on_signals"]
 
 
-def stop_on_signals() -> threading.Event:
+class StopRequest(threading.Event):
+    """Set by SIGINT or SIGTERM; `signum` says which, for the exit status of a cut-short run."""
+
+    signum: int | None = None
+
+
+def stop_on_signals() -> StopRequest:
     """An event set by SIGINT/SIGTERM; commands stop cleanly when it is set."""
-    event = threading.Event()
+    event = StopRequest()
+
+    def request(signum: int, _frame: object) -> None:
+        event.signum = signum
+        event.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: event.set())
+        signal.signal(sig, request)
     return event

@@ -478,3 +478,42 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
     assert "query main: input lines 8 = 7 events + 1 quarantined" in out
     assert not err.strip()
     assert (lake / "sessions" / "_delta_log").is_dir()
+
+
+def test_a_once_run_cut_short_by_sigterm_says_so(tmp_path):
+    """A scheduler's SIGTERM before `--once` has read its input: exit 143, not a clean 0, and
+    the event log says the run stopped, not that it finished."""
+    folder, lake = tmp_path / "in", tmp_path / "lake"
+    folder.mkdir()
+    lines = [
+        ln
+        for f in sorted((PROJECT / "data" / "server_logs").iterdir())
+        for ln in f.read_text().splitlines()
+    ]
+    for i, line in enumerate(lines):
+        (folder / f"part-{i}.json").write_text(line + "\n")
+    command = ["run", "server_logs", "--once", "--input", str(folder), "--lake", str(lake)]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(PROJECT / "runner.py"),
+            *command,
+            "--conf",
+            "source.maxFilesPerTrigger=1",
+        ],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("[main] batch 0:"):
+            break
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "run stopped before all input was read; the next run goes on from there" in out
+    assert not err.strip()
+    log = runner("log", "server_logs", "--lake", str(lake), "--last", "1")
+    assert "run_stop     stopped before all input was read; rows written:" in log.stdout
