@@ -68,6 +68,13 @@ class SparkStreaming(Spark):
                     token.token_type = TokenType.VAR
             return super().parse(raw_tokens, sql)
 
+        def _parse_pipe_syntax_limit(self, query: exp.Select) -> exp.Select:
+            # sqlglot 30 compares with the query's own LIMIT even where it has none (an
+            # AttributeError on `SELECT * FROM t |> LIMIT 1`): without one, there is none.
+            if query.args.get("limit") is None:
+                query.args.pop("limit", None)
+            return super()._parse_pipe_syntax_limit(query)
+
         def _at_watermark(self) -> bool:
             # WATERMARK is not reserved: in `FROM t watermark WHERE ...` or
             # `WITH watermark AS (...)` it is still a name.

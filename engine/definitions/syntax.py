@@ -80,6 +80,13 @@ def parse_statements(sql: str, dialect: DialectType) -> list[exp.Expr]:
     log.setLevel(logging.ERROR)
     try:
         return [tree for tree in sqlglot.parse(sql, read=dialect) if tree is not None]
+    except SqlglotError:
+        raise
+    except Exception as err:  # sqlglot's own fault on a form it half knows: said, not a crash
+        raise ParseError(
+            f"sqlglot, which reads the SQL here, failed on it ({type(err).__name__}: {err}); "
+            "write it another way"
+        ) from err
     finally:
         log.setLevel(level)
 

@@ -62,6 +62,9 @@ def rows(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> list[tuple]:
         ("SELECT sum(quantity) AS q FROM events", [(8,)]),
         ("SELECT date_add(day, 1) AS d FROM tags WHERE id = 1", [("2024-02-01",)]),
         ("SELECT info.k FROM tags WHERE info.n = 3", [(None,)]),
+        # Spark's pipe syntax; sqlglot's own LIMIT step failed on a query without a LIMIT.
+        ("SELECT id FROM tags ORDER BY id |> LIMIT 2", [(1,), (2,)]),
+        ("SELECT id FROM tags |> WHERE id > 1 |> ORDER BY id |> LIMIT 1 OFFSET 1", [(3,)]),
     ],
 )
 def test_duckdb_rows(lake, sql, expected):
@@ -109,6 +112,20 @@ def test_a_syntax_error_says_where_in_the_words_of_sql():
     assert str(caught.value) == (
         "query: line 2, col 4: Expected table name but got the end of the text"
     )
+
+
+def test_a_parser_failure_is_a_one_line_refusal(monkeypatch):
+    # sqlglot raising other than its own errors (an AttributeError on a form it half knows)
+    # was `error: 'NoneType' object has no attribute ...`, exit 1.
+    def fails(*_args: object, **_kwargs: object) -> None:
+        raise AttributeError("'NoneType' object has no attribute 'expression'")
+
+    monkeypatch.setattr("engine.definitions.syntax.sqlglot.parse", fails)
+    with pytest.raises(
+        UserError,
+        match=r"^query: sqlglot, which reads the SQL here, failed on it \(AttributeError: ",
+    ):
+        parse_query("SELECT 1")
 
 
 @pytest.mark.parametrize(
