@@ -148,10 +148,13 @@ def lake_tables(lake: Path) -> dict[str, Path]:
 
 
 def table_path(lake: Path, name: str) -> Path:
-    """The folder of the lake's table `name`; an unknown name is a user error listing the
-    tables there."""
+    """The folder of the lake's table `name`, in any case as in Spark (`Events` is `events`);
+    an unknown name is a user error listing the tables there."""
     tables = lake_tables(lake)
-    if name not in tables:
-        known = ", ".join(tables) or "none"
-        raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")
-    return tables[name]
+    if name in tables:
+        return tables[name]
+    same = [path for table, path in tables.items() if table.lower() == name.lower()]
+    if len(same) == 1:
+        return same[0]
+    known = ", ".join(tables) or "none"
+    raise UserError(f"query: unknown table '{name}' in {lake} (tables: {known})")

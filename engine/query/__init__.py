@@ -22,7 +22,7 @@ from engine.definitions.syntax import SyntaxProblem, incomplete, parse_statement
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, read_arrow, table_path
 from engine.lake.values import repair_text
-from engine.query.dialect import SparkQuery
+from engine.query.dialect import SparkQuery, decommented
 from engine.query.functions import check_bare_names, check_calls
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ READ_ONLY = (
     "only SELECT, SHOW TABLES, SHOW COLUMNS, SHOW TBLPROPERTIES, DESCRIBE and EXPLAIN are "
     "allowed (query is read-only)"
 )
+# What may follow a query's body: moved from a lone VALUES to the SELECT that wraps it.
+_QUERY_CLAUSES = ("order", "limit", "offset")
 _EXPLAIN = re.compile(
     r"\s*EXPLAIN(?:\s+(?:EXTENDED|FORMATTED|CODEGEN|COST))?\s+(?P<query>.*)", re.I | re.S
 )
@@ -49,7 +51,7 @@ _EXPLAIN = re.compile(
 
 def explained_query(sql: str) -> str | None:
     """The query of an `EXPLAIN [EXTENDED|FORMATTED|CODEGEN|COST] <query>` statement, else None."""
-    explain = _EXPLAIN.fullmatch(sql)
+    explain = _EXPLAIN.fullmatch(decommented(sql))
     return explain["query"] if explain else None
 
 
@@ -64,6 +66,11 @@ def parse_query(sql: str) -> exp.Query:
     if len(trees) != 1:
         raise UserError(f"query: one statement at a time; {READ_ONLY}")
     tree = trees[0]
+    if isinstance(tree, exp.Values):  # `VALUES (1, 2) [ORDER BY ...]` alone is a query too
+        clauses = {k: tree.args.pop(k) for k in _QUERY_CLAUSES if tree.args.get(k)}
+        tree = exp.select("*").from_(tree, copy=False)
+        for key, clause in clauses.items():
+            tree.set(key, clause)
     problem = incomplete(sql, tree, SparkQuery)
     if problem:
         raise UserError(f"query: {_where(problem)}")
@@ -121,12 +128,12 @@ def _written(node: exp.Expression, sql: str) -> str:
 
 def referenced_tables(tree: exp.Query) -> list[str]:
     """The table names a query reads, without its CTEs and the names in hints."""
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     return sorted(
         {
             t.name
             for t in tree.find_all(exp.Table)
-            if t.name not in ctes and not t.find_ancestor(exp.Hint)
+            if t.name.lower() not in ctes and not t.find_ancestor(exp.Hint)
         }
     )
 

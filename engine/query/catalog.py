@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from engine.errors import UserError
 from engine.lake import LATEST, Snapshot, commit_time, lake_tables, table_path
 from engine.plan.table_changes import delta_type_name
+from engine.query.dialect import decommented
 
 __all__ = ["catalog_answer"]
 
@@ -66,6 +67,7 @@ _LEGACY_FEATURES = {
 def catalog_answer(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> pa.Table | None:
     """The answer to a SHOW (TABLES, COLUMNS, TBLPROPERTIES) or DESCRIBE statement over the
     lake; None when `sql` is none of them (a query, or anything `parse_query` refuses)."""
+    sql = decommented(sql)  # `SHOW TABLES -- why` is SHOW TABLES
     if shown := _SHOW_TABLES.fullmatch(sql):
         names = [n for n, path in lake_tables(lake).items() if _exists_at(snapshot, n, path)]
         if shown["like"] is not None:

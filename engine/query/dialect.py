@@ -1,16 +1,18 @@
-"""Spark SQL as `query` reads it: the pipelines' dialect, with date patterns kept as written and
-truncation units Spark does not know read as Spark answers them."""
+"""Spark SQL as `query` reads it: the pipelines' dialect, with date patterns kept as written,
+truncation units Spark does not know read as Spark answers them, and `TABLE t` as a query."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import ClassVar
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import Token, TokenType
 
 from engine.definitions.sql import SparkStreaming
 
-__all__ = ["SparkQuery"]
+__all__ = ["SparkQuery", "decommented"]
 
 # The units Spark's `trunc(date, unit)` knows, in any case; `date_trunc` knows the day and below.
 _TRUNC_UNITS = frozenset({"YEAR", "YYYY", "YY", "QUARTER", "MONTH", "MM", "MON", "WEEK"})
@@ -43,6 +45,19 @@ def _null_unless_known(
     return parse
 
 
+# The tokens after which a query may begin (or nothing: the statement's start).
+_QUERY_STARTS_AFTER = (
+    None,
+    TokenType.L_PAREN,
+    TokenType.SEMICOLON,
+    TokenType.UNION,
+    TokenType.INTERSECT,
+    TokenType.EXCEPT,
+    TokenType.ALL,
+    TokenType.DISTINCT,
+)
+
+
 class SparkQuery(SparkStreaming):
     """Date patterns (`date_format(ts, 'yyyy-MM-dd')`) stay Spark's text: sqlglot's own mapping
     to DuckDB's codes leaves the letters it lacks (`DDD`, `yyy`, `LLL`, `k`) as text, which
@@ -51,6 +66,29 @@ class SparkQuery(SparkStreaming):
     TIME_MAPPING: ClassVar[dict[str, str]] = {}
 
     class Parser(SparkStreaming.Parser):
+        def parse(self, raw_tokens: list[Token], sql: str | None = None) -> list[exp.Expr | None]:
+            # Spark's `TABLE t` where a query may start is `SELECT * FROM t`; sqlglot read a
+            # column named TABLE aliased t. Not after CREATE, DROP, DESCRIBE ...: those are
+            # statements that are refused or answered from the logs.
+            tokens: list[Token] = []
+            for token, following in zip(raw_tokens, [*raw_tokens[1:], None], strict=True):
+                before = tokens[-1].token_type if tokens else None
+                if (
+                    token.token_type == TokenType.TABLE
+                    and following is not None
+                    and following.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+                    and before in _QUERY_STARTS_AFTER
+                ):
+                    at = (token.line, token.col, token.start, token.end)
+                    tokens += [
+                        Token(TokenType.SELECT, "SELECT", *at, comments=token.comments),
+                        Token(TokenType.STAR, "*", *at),
+                        Token(TokenType.FROM, "FROM", *at),
+                    ]
+                else:
+                    tokens.append(token)
+            return super().parse(tokens, sql)
+
         FUNCTIONS: ClassVar[dict[str, Callable]] = {
             **SparkStreaming.Parser.FUNCTIONS,
             "TRUNC": _null_unless_known(
@@ -63,3 +101,24 @@ class SparkQuery(SparkStreaming):
                 exp.DataType.Type.TIMESTAMP,
             ),
         }
+
+
+class _Statements(SparkQuery.Tokenizer):
+    # sqlglot reads SHOW, DESCRIBE ... as a command whose rest is one opaque string, comments
+    # and all; here every word is a token.
+    COMMANDS: ClassVar[set[TokenType]] = set()
+
+
+def decommented(sql: str) -> str:
+    """`sql` without its comments (a space where one was), for the statements matched as text
+    (SHOW, DESCRIBE, EXPLAIN); `sql` itself if it does not tokenize."""
+    try:
+        tokens = _Statements().tokenize(sql)
+    except sqlglot.errors.TokenError:
+        return sql
+    text, end = [], 0
+    for token in tokens:
+        gap = sql[end : token.start]
+        text += [" " if gap.strip() else gap, sql[token.start : token.end + 1]]
+        end = token.end + 1
+    return "".join(text).strip()

@@ -30,8 +30,8 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from engine.definitions.spark_functions import not_a_function, spark_functions
-from engine.definitions.sql import SparkStreaming
 from engine.errors import UserError, first_line
+from engine.query.dialect import SparkQuery
 
 __all__ = [
     "HINTS",
@@ -98,10 +98,10 @@ _SYNTAX: Mapping[type[exp.Expr], str | None] = {
 }
 
 
-class _CallNames(SparkStreaming):
-    """The project's Spark dialect with no known functions: calls stay `exp.Anonymous`."""
+class _CallNames(SparkQuery):
+    """`query`'s Spark dialect with no known functions: calls stay `exp.Anonymous`."""
 
-    class Parser(SparkStreaming.Parser):
+    class Parser(SparkQuery.Parser):
         FUNCTIONS: ClassVar[dict[str, Any]] = {}
         # sqlglot reads `array(x)[0]` as Postgres' `ARRAY[0]` when `array(x)` is anonymous,
         # dropping `x` from the tree; Spark has no such constructor.

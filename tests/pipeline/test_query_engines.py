@@ -314,6 +314,16 @@ QUERIES = [
     # `array_repeat(NULL, 2)`) failed in pyspark's Arrow conversion
     "SELECT map('q', quantity, 'p', NULL) AS m, map(event_date, price) AS k, map() AS e, "
     "array_repeat(NULL, 2) AS a, named_struct('n', NULL, 'm', map()) AS s FROM events",
+    # Spark's other query forms: TABLE, inline tables named col1.., pipe syntax (a LIMIT after
+    # a query without one failed in sqlglot), table names in any case, comments in no name
+    "TABLE carts ORDER BY customer_id",
+    "VALUES (1, 'a'), (2, 'b') ORDER BY 1 DESC",
+    "SELECT * FROM VALUES (1, 2), (3, 4) AS v",
+    "SELECT count(*) FROM EVENTS",
+    "SELECT sum(price) /* total */, 1 -- one\nFROM events",
+    "FROM events |> AGGREGATE count(*), sum(price) GROUP BY event_type",
+    "SELECT customer_id FROM events |> ORDER BY customer_id |> LIMIT 2",
+    "TABLE events |> WHERE quantity > 1 |> AGGREGATE count(*)",
 ]
 
 

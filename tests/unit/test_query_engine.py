@@ -63,7 +63,11 @@ def rows(sql: str, lake: Path, snapshot: Snapshot = LATEST) -> list[tuple]:
         ("SELECT date_add(day, 1) AS d FROM tags WHERE id = 1", [("2024-02-01",)]),
         ("SELECT info.k FROM tags WHERE info.n = 3", [(None,)]),
         # Spark's pipe syntax; sqlglot's own LIMIT step failed on a query without a LIMIT.
-        ("SELECT id FROM tags ORDER BY id |> LIMIT 2", [(1,), (2,)]),
+        ("SELECT id FROM tags |> ORDER BY id |> LIMIT 2", [(1,), (2,)]),
+        # `TABLE t`, a lone VALUES and a table's name in another case are queries as in Spark
+        ("TABLE tags |> AGGREGATE count(*)", [(4,)]),
+        ("SELECT count(*) FROM TAGS WHERE id IN (TABLE Tags |> SELECT id)", [(4,)]),
+        ("VALUES (1, 'a'), (2, 'b') ORDER BY 1 DESC LIMIT 1", [(2, "b")]),
         ("SELECT id FROM tags |> WHERE id > 1 |> ORDER BY id |> LIMIT 1 OFFSET 1", [(3,)]),
     ],
 )
@@ -379,6 +383,24 @@ def test_transpiled_sql_names_outputs_like_spark():
     sql = to_duckdb_sql(parse_query("SELECT count(*), sum(price), window(ts, '1 hour') FROM t"))
     assert '"count(1)"' in sql and '"sum(price)"' in sql and 'AS "window"' in sql
     assert "TIME_BUCKET" in sql.upper()
+
+
+@pytest.mark.parametrize(
+    ("sql", "names"),
+    [
+        (
+            "SELECT sum(price) /* total */, 1 -- ; DROP TABLE events\nFROM events",
+            ["sum(price)", "1"],
+        ),
+        ("SELECT * FROM VALUES (1, 2), (3, 4)", ["col1", "col2"]),
+        ("VALUES (1, 2) AS v", ["col1", "col2"]),
+        ("FROM events |> AGGREGATE count(*) GROUP BY event_date", ["event_date", "count(1)"]),
+    ],
+)
+def test_outputs_are_named_as_spark_names_them(lake, sql, names):
+    # DuckDB named a column with its comment, an inline table's columns col0.., and a pipe
+    # step's count count_star().
+    assert run_duckdb(sql, lake).column_names == names
 
 
 def runner(*args: str) -> subprocess.CompletedProcess[str]:
@@ -1069,6 +1091,11 @@ def test_a_truncation_unit_spark_does_not_know_gives_null(lake, call, value):
         ),
         (
             "show tblproperties `events` ('delta.minWriterVersion')",
+            [("delta.minWriterVersion", "2")],
+        ),
+        # comments around the statement, and a table's name in another case
+        (
+            "/* which */ SHOW TBLPROPERTIES EVENTS ('delta.minWriterVersion') -- one",
             [("delta.minWriterVersion", "2")],
         ),
         (

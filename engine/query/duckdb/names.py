@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["name_outputs"]
+__all__ = ["name_inline_tables", "name_outputs"]
 
 _WINDOWS = ("window", "session_window")
+# The names sqlglot gives the CTEs it writes for pipe syntax's steps.
+_PIPE_STEP = "__tmp"
 
 
 def _spark_name(projection: exp.Expr) -> str:
@@ -31,14 +33,33 @@ def _spark_name(projection: exp.Expr) -> str:
             binary.replace(exp.Paren(this=binary.copy()))
     if isinstance(named, exp.Binary) and not isinstance(named, exp.Dot):
         named = exp.Paren(this=named)
-    return named.sql(dialect="spark", normalize_functions="lower")
+    # Not its comments: `sum(price) /* total */` is named `sum(price)`, as Spark names it.
+    return named.sql(dialect="spark", normalize_functions="lower", comments=False)
+
+
+def name_inline_tables(tree: exp.Expr) -> None:
+    """`VALUES (1, 2)` without column names has Spark's `col1`, `col2` (DuckDB's are `col0`,
+    `col1`)."""
+    for values in list(tree.find_all(exp.Values)):
+        alias = values.args.get("alias")
+        if (alias and alias.columns) or not values.expressions:
+            continue
+        first = values.expressions[0]
+        width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+        columns = [exp.to_identifier(f"col{i}") for i in range(1, width + 1)]
+        name = alias.this if alias and alias.this else exp.to_identifier("inline_table")
+        values.set("alias", exp.TableAlias(this=name, columns=columns))
 
 
 def name_outputs(tree: exp.Expr) -> None:
-    """The outer SELECT's unaliased outputs aliased as Spark names them."""
+    """The outer SELECT's unaliased outputs aliased as Spark names them, and those of the steps
+    of pipe syntax (`|> AGGREGATE count(*)`), which sqlglot writes as CTEs the outer one reads."""
     if not isinstance(tree, exp.Select):
         return
-    for projection in list(tree.expressions):
-        if isinstance(projection, exp.Alias | exp.Column | exp.Star | exp.Dot):
-            continue
-        projection.replace(exp.alias_(projection.copy(), _spark_name(projection), quoted=True))
+    piped = [c.this for c in tree.find_all(exp.CTE) if c.alias.startswith(_PIPE_STEP)]
+    for select in (tree, *(s for s in piped if isinstance(s, exp.Select))):
+        for projection in list(select.expressions):
+            if isinstance(projection, exp.Alias | exp.Column | exp.Star | exp.Dot):
+                continue
+            named = exp.alias_(projection.copy(), _spark_name(projection), quoted=True)
+            projection.replace(named)

@@ -28,6 +28,7 @@ def _drop_hints(tree: exp.Expr) -> None:
 _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.refuse_other_hashes,
     names.name_outputs,
+    names.name_inline_tables,
     sessions.session_windows,
     _drop_hints,
     times.count_days_like_spark,
