@@ -324,6 +324,12 @@ QUERIES = [
     "FROM events |> AGGREGATE count(*), sum(price) GROUP BY event_type",
     "SELECT customer_id FROM events |> ORDER BY customer_id |> LIMIT 2",
     "TABLE events |> WHERE quantity > 1 |> AGGREGATE count(*)",
+    # the grouped window by its name, as Spark names its column (DuckDB knew no table window)
+    "SELECT window.start, window.end, count(*) AS n FROM events "
+    "GROUP BY window(event_time, '1 hour')",
+    "SELECT window, count(*) FROM events GROUP BY window(event_time, '30 minutes')",
+    "SELECT customer_id, session_window.start AS s, count(*) AS n FROM events "
+    "GROUP BY customer_id, session_window(event_time, '5 minutes')",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["name_inline_tables", "name_outputs"]
+__all__ = ["grouped_windows", "name_inline_tables", "name_outputs"]
 
 _WINDOWS = ("window", "session_window")
 # The names sqlglot gives the CTEs it writes for pipe syntax's steps.
@@ -63,3 +63,31 @@ def name_outputs(tree: exp.Expr) -> None:
                 continue
             named = exp.alias_(projection.copy(), _spark_name(projection), quoted=True)
             projection.replace(named)
+
+
+def grouped_windows(tree: exp.Expr) -> None:
+    """`window.start`, `window` (and `session_window`'s) in a SELECT that groups by that call
+    name the call's column, as in Spark: they become the call (DuckDB knew no table `window`)."""
+    for select in list(tree.find_all(exp.Select)):
+        group = select.args.get("group")
+        calls = {
+            c.name.lower(): c
+            for c in (group.expressions if group else [])
+            if isinstance(c, exp.Anonymous) and c.name.lower() in _WINDOWS
+        }
+        if not calls:
+            continue
+        read = {t.alias_or_name.lower() for t in select.find_all(exp.Table)}
+        for column in list(select.find_all(exp.Column)):
+            if column.find_ancestor(exp.Select) is not select:
+                continue
+            table, name = column.table.lower(), column.name
+            if table in calls and table not in read:  # window.start
+                named = exp.Dot(this=calls[table].copy(), expression=exp.to_identifier(name))
+            elif not table and name.lower() in calls and name.lower() not in read:  # window
+                named = calls[name.lower()].copy()
+            else:
+                continue
+            if column.parent is select:  # an output keeps the name Spark gives it
+                named = exp.alias_(named, name, quoted=True)
+            column.replace(named)

@@ -29,6 +29,7 @@ _REWRITES: tuple[Callable[[exp.Expr], None], ...] = (
     numbers.refuse_other_hashes,
     names.name_outputs,
     names.name_inline_tables,
+    names.grouped_windows,
     sessions.session_windows,
     _drop_hints,
     times.count_days_like_spark,
