@@ -98,6 +98,12 @@ def execute(args: argparse.Namespace) -> int:
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")
     plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    if args.quality and not args.dry_run:
+        from engine.lint.suites import check_suites
+
+        # A suite `quality` cannot read stopped the command after the run had written its batch.
+        for broken in check_suites(pipeline):
+            raise broken.error()
     deployment = _deployment(plan, opts, spark_conf)
     if args.dry_run:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")

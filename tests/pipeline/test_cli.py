@@ -357,6 +357,21 @@ def test_bad_sql_in_a_step_names_the_file(tmp_path, sql, message):
     assert message in line
 
 
+def test_run_with_quality_refuses_a_broken_suite_before_the_run(tmp_path):
+    # The suite was read after the run: the batch was written, then exit 2.
+    project = copy_project(tmp_path)
+    suite = project / "quality" / "suites" / "purchases.yaml"
+    suite.write_text(suite.read_text() + "  - expect_column_values_to_be_between: {column: qty\n")
+    lake = tmp_path / "lake"
+    pipelines = str(project / "pipelines")
+    run = runner(
+        "--pipelines", pipelines, "run", "server_logs", "--once", "--quality", "--lake", str(lake)
+    )
+    assert run.returncode == 2, run.stderr
+    assert f"{suite}:" in one_error_line(run)
+    assert not lake.exists()
+
+
 def test_run_with_quality_then_query_the_bundled_sample(tmp_path):
     lake = tmp_path / "lake"
     started_in = tmp_path / "work"
