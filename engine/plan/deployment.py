@@ -51,6 +51,8 @@ class TableAction:
     changes: TableChanges | None = None
     shared: bool = False
     reasons: tuple[str, ...] = ()
+    #: The pipeline and tables whose --full-refresh would take the refused change.
+    remedy: Remedy | None = None
 
     def line(self) -> str:
         """The action as one line of `run --dry-run`."""
@@ -60,7 +62,7 @@ class TableAction:
             rows = "this pipeline's rows" if self.shared else "all rows"
             return f"table {self.name}: rebuild {rows} from the input (old versions stay readable)"
         if self.verb == "refuse":
-            return f"table {self.name}: refused: {'; '.join(self.reasons)}"
+            return f"table {self.name}: refused: {_with_remedy(self.reasons, self.remedy)}"
         return f"table {self.name}: {self.verb}"
 
 
@@ -76,6 +78,7 @@ class QueryAction:
     next_batch: int = 0
     #: On resuming: what changed in the logic since the last run, said to the user.
     notes: tuple[str, ...] = ()
+    remedy: Remedy | None = None
 
     def line(self) -> str:
         """The action as one line of `run --dry-run`."""
@@ -89,7 +92,7 @@ class QueryAction:
                 f"query {self.name}: start again from the beginning of the input (the old "
                 f"{where} is set aside)"
             )
-        return f"query {self.name}: refused: {'; '.join(self.reasons)}"
+        return f"query {self.name}: refused: {_with_remedy(self.reasons, self.remedy)}"
 
 
 @dataclass(frozen=True)
@@ -103,15 +106,23 @@ class Deployment:
 
     @property
     def refusals(self) -> list[str]:
-        """Every reason the run cannot go ahead."""
+        """Every reason the run cannot go ahead (a query's `table t cannot take the change`
+        left out where t's own reasons are said)."""
         found = [r for a in self.tables.values() for r in a.reasons]
-        found += [r for a in self.queries.values() for r in a.reasons if r not in found]
+        said = {_CANNOT_TAKE.format(t) for t, a in self.tables.items() if a.reasons}
+        found += [
+            r for a in self.queries.values() for r in a.reasons if r not in found and r not in said
+        ]
         return found
 
     def check(self) -> None:
-        """Raise the first refusal as a UserError."""
-        if self.refusals:
-            raise UserError(self.refusals[0])
+        """Raise every refusal as one UserError, with the advice once."""
+        if not self.refusals:
+            return
+        actions = [*self.tables.values(), *self.queries.values()]
+        tables = [t for a in actions if a.remedy for t in a.remedy.tables]
+        remedy = Remedy(self.pipeline, tuple(dict.fromkeys(tables))) if tables else None
+        raise UserError(_with_remedy(self.refusals, remedy))
 
     def lines(self) -> list[str]:
         """What the run would do, one line per table and query, for `run --dry-run`."""
@@ -130,11 +141,26 @@ def _other_pipelines(path: Path, pipeline: str) -> list[str]:
     return sorted(found - {pipeline})
 
 
-def _rebuild_hint(pipeline: str, tables: Sequence[str]) -> str:
-    return (
-        f"undo the change, or run with --full-refresh to rebuild {', '.join(tables)} of "
-        f"{pipeline} from the input"
-    )
+@dataclass(frozen=True)
+class Remedy:
+    """A refused change is undone, or taken by rebuilding these tables of the pipeline."""
+
+    pipeline: str
+    tables: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"undo the change, or run with --full-refresh to rebuild {', '.join(self.tables)} "
+            f"of {self.pipeline} from the input"
+        )
+
+
+def _with_remedy(reasons: Sequence[str], remedy: Remedy | None) -> str:
+    """The reasons in one line, and the advice once after them."""
+    return "; ".join([*reasons, *([str(remedy)] if remedy else [])])
+
+
+_CANNOT_TAKE = "table {} cannot take the change"
 
 
 def _files_gone(checkpoint: Path) -> list[str]:
@@ -263,10 +289,9 @@ def _table_action(plan: Plan, name: str, lake: Path, *, rebuild: bool) -> TableA
             )
         elif reasons:
             reasons = [f"{r} (also written by {', '.join(others)})" for r in reasons]
-    if reasons and not others:
-        reasons = [f"{r}; {_rebuild_hint(plan.pipeline.name, [name])}" for r in reasons]
     if reasons:
-        return TableAction(name, "refuse", changes, bool(others), tuple(reasons))
+        remedy = None if others else Remedy(plan.pipeline.name, (name,))
+        return TableAction(name, "refuse", changes, bool(others), tuple(reasons), remedy)
     if rebuild:
         return TableAction(name, "rebuild", changes, shared=True)
     if changes is None:
@@ -293,7 +318,8 @@ def _query_action(
         tables=plan.tables,
     )
     committed = last_committed(checkpoint)
-    reasons = [f"table {t} cannot take the change" for t in spec.sinks if tables[t].reasons]
+    reasons = [_CANNOT_TAKE.format(t) for t in spec.sinks if tables[t].reasons]
+    remedy = None
     if rebuild:
         problem = replay_problem(plan.pipeline, checkpoint, input_path=input_path)
         if problem:
@@ -325,13 +351,15 @@ def _query_action(
         old = read_fingerprint(checkpoint)
         changed = state_changes(old, fingerprint) if old else []
         changed += conf_changes(checkpoint, conf)
-        hint = _rebuild_hint(plan.pipeline.name, list(spec.sinks))
         if changed:
-            # The hint once: each change needs the same remedy.
+            # The advice once: each change needs the same remedy.
             what = "; ".join(changed)
-            reasons.append(f"{what}: checkpoint {checkpoint} cannot resume from this; {hint}")
+            reasons.append(f"{what}: checkpoint {checkpoint} cannot resume from this")
+            remedy = Remedy(plan.pipeline.name, tuple(spec.sinks))
     if reasons:
-        return QueryAction(spec.name, checkpoint, "refuse", fingerprint, tuple(reasons))
+        return QueryAction(
+            spec.name, checkpoint, "refuse", fingerprint, tuple(reasons), remedy=remedy
+        )
     if committed is None:
         return QueryAction(spec.name, checkpoint, "start", fingerprint)
     changed, tables = logic_changes(old, fingerprint) if old else ([], [])

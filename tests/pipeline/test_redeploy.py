@@ -130,6 +130,29 @@ def test_a_renamed_column_is_refused_then_rebuilt_by_full_refresh(spark, workspa
         "--full-refresh to rebuild events of server_logs from the input"
     )
     assert refusal in plan.stdout.splitlines()
+    # Two changes to one table: one line, the advice once, in the dry run and the run alike.
+    ddl = project / "tables" / "events.sql"
+    edit(ddl, "  site STRING", "  site STRING,\n  channel STRING NOT NULL")
+    edit(
+        project / "sql" / "server_logs" / "events.sql",
+        "  source AS site,\n",
+        "  source AS site,\n  'web' AS channel,\n",
+    )
+    both = (
+        f"{ddl}: column source is gone (dropped or renamed), but the table has it; {ddl}: new "
+        "column channel is NOT NULL"
+    )
+    (line,) = [ln for ln in dry_run(project, lake, folder).stdout.splitlines() if both in ln]
+    assert line.count("undo the change") == 1
+    with pytest.raises(UserError, match=re.escape(both)) as refused:
+        run(spark, project, lake, folder)
+    assert str(refused.value).count("undo the change") == 1
+    edit(ddl, "  site STRING,\n  channel STRING NOT NULL", "  site STRING")
+    edit(
+        project / "sql" / "server_logs" / "events.sql",
+        "  source AS site,\n  'web' AS channel,\n",
+        "  source AS site,\n",
+    )
     with pytest.raises(UserError, match="column source is gone"):
         run(spark, project, lake, folder)
     assert DeltaTable(str(lake / "events")).version() == version  # nothing was written
