@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from engine.definitions.pipeline import Pipeline, Registry
 from engine.definitions.sql import SqlError, order_steps
-from engine.lint.columns import check_columns, check_handlers, schema_columns
+from engine.lint.columns import check_columns, check_handlers, check_table_fit, schema_columns
 from engine.lint.expectations import check_expectations
 from engine.lint.functions import check_function_names
 from engine.lint.noqa import silenced, unused_noqa
@@ -80,6 +80,7 @@ def lint_pipeline(pipeline: Pipeline, *, suites: bool = True) -> tuple[int, list
     column_findings, views = check_columns(pipeline, steps, order)
     findings += column_findings
     findings += check_handlers(pipeline, views)
+    findings += check_table_fit(pipeline, steps, views, column_findings)
     findings += check_expectations(steps, views)
     findings += check_state_watermarks(pipeline, steps)
     findings += check_nondeterministic_keys(steps)

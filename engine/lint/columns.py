@@ -19,7 +19,14 @@ from engine.definitions.tables import load_tables
 from engine.errors import UserError
 from engine.plan.findings import Finding, finding_at
 
-__all__ = ["SOURCE_COLUMNS", "check_columns", "check_handlers", "schema_columns", "source_columns"]
+__all__ = [
+    "SOURCE_COLUMNS",
+    "check_columns",
+    "check_handlers",
+    "check_table_fit",
+    "schema_columns",
+    "source_columns",
+]
 
 #: The columns of the source view, by source kind (engine/sources).
 SOURCE_COLUMNS: Mapping[str, tuple[str, ...]] = {
@@ -211,4 +218,43 @@ def check_handlers(pipeline: Pipeline, views: Mapping[str, list[str] | None]) ->
                     f"handler {spec.name} reads unknown column '{column}' of view '{spec.input}'"
                 )
                 findings.append(Finding(pipeline.path, None, None, "unknown-column", message))
+    return findings
+
+
+def check_table_fit(
+    pipeline: Pipeline,
+    steps: Sequence[SqlStep],
+    views: Mapping[str, list[str] | None],
+    found: Sequence[Finding] = (),
+) -> list[Finding]:
+    """Each table's view has every column of the table's DDL, and none the table lacks unless
+    a step or handler reads the view: the run refuses both at its start, after Spark has
+    started (a type the table would cut is left to that check, which has Spark's types). A
+    view with a finding of its own already (`found`: an unknown column) is not held to it."""
+    try:
+        tables = load_tables(pipeline.tables_dir)
+    except UserError:
+        return []  # the plan's finding
+    flawed = {f.path for f in found}
+    read = {r.lower() for s in steps for r in s.references}
+    read |= {h.input.lower() for h in pipeline.handlers}
+    findings: list[Finding] = []
+    for name, view in ((t, v) for q in pipeline.queries for t, v in q.sinks.items()):
+        columns, table = views.get(view.lower()), tables.get(name)
+        step = next((s for s in steps if s.name.lower() == view.lower()), None)
+        if columns is None or table is None or (step and step.path in flawed):
+            continue
+        given = {c.lower() for c in columns}
+        declared = {c.lower() for c in table.column_names}
+        missing = [c for c in table.column_names if c.lower() not in given]
+        if missing:
+            message = f"view '{view}' lacks column(s) {', '.join(missing)} of table {name}"
+            findings.append(Finding(table.path, None, None, "table-fit", message))
+        extra = [c for c in columns if c.lower() not in declared]
+        if extra and view.lower() not in read:
+            message = (
+                f"view '{view}' has column(s) {', '.join(extra)} that table {name} lacks: "
+                "declare them in the table or leave them out of the view"
+            )
+            findings.append(Finding(table.path, None, None, "table-fit", message))
     return findings

@@ -384,6 +384,28 @@ CASES += [
 ]
 
 
+# A view that does not fit its table: the run refused it only after Spark had started, and
+# `run --dry-run` said keep, exit 0.
+CASES += [
+    pytest.param(
+        "tables/order_totals.sql",
+        "  updated_at TIMESTAMP NOT NULL",
+        "  note STRING,\n  updated_at TIMESTAMP NOT NULL",
+        "tables/order_totals.sql: error: view 'order_totals' lacks column(s) note of table"
+        " order_totals [table-fit]",
+        id="table-column-not-in-view",
+    ),
+    pytest.param(
+        "sql/server_logs/purchases.sql",
+        "  price * quantity AS amount",
+        "  price * quantity AS amount,\n  source",
+        "tables/purchases.sql: error: view 'purchases' has column(s) source that table purchases"
+        " lacks: declare them in the table or leave them out of the view [table-fit]",
+        id="view-column-not-in-table",
+    ),
+]
+
+
 @pytest.mark.parametrize(("file", "old", "new", "expected"), CASES)
 def test_one_finding_per_broken_file(
     project: Path,
