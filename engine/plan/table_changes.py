@@ -1,5 +1,6 @@
 """How a table's DDL file differs from the Delta table in the lake, and whether Delta can
-follow: new columns and widened types are applied, anything else is refused (no Spark).
+follow: new columns, widened types and columns' comments are applied, anything else is
+refused (no Spark).
 
 Types are compared as Spark's short type names (`bigint`, `array<struct<a:int>>`), read from
 the DDL's Arrow types on one side and from the Delta log's JSON schema on the other.
@@ -100,17 +101,20 @@ class TableChanges:
     widen: tuple[tuple[Column, str], ...] = ()
     relax: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
+    #: Columns whose DDL comment is not the table's (DESCRIBE shows the table's).
+    recomment: tuple[Column, ...] = ()
 
     @property
     def evolves(self) -> bool:
         """Whether the run changes the table's schema."""
-        return bool(self.add or self.widen or self.relax)
+        return bool(self.add or self.widen or self.relax or self.recomment)
 
     def describe(self) -> str:
         """The schema changes as one phrase, e.g. `add column x STRING; widen y INT -> BIGINT`."""
         parts = [f"add column {c.name} {c.ddl_type}" for c in self.add]
         parts += [f"widen {c.name} {old.upper()} -> {c.ddl_type}" for c, old in self.widen]
         parts += [f"allow NULL in {name}" for name in self.relax]
+        parts += [f"comment on {c.name}" for c in self.recomment]
         return "; ".join(parts)
 
 
@@ -120,7 +124,7 @@ def table_changes(table: TableDef, schema_json: str, partition_by: Sequence[str]
     existing = {f["name"]: f for f in json.loads(schema_json)["fields"]}
     declared = {c.name: c for c in table.columns}
     where = f"{table.path}"
-    add, widen, relax, refused = [], [], [], []
+    add, widen, relax, refused, recomment = [], [], [], [], []
     for name, field in existing.items():
         if name not in declared:
             refused.append(
@@ -138,6 +142,9 @@ def table_changes(table: TableDef, schema_json: str, partition_by: Sequence[str]
             refused.append(f"{where}: column {name} became NOT NULL; the table may hold NULLs")
         elif not field["nullable"] and column.nullable:
             relax.append(name)
+        # A comment the DDL dropped stays: only a comment written is one to set.
+        if column.comment and column.comment != field.get("metadata", {}).get("comment"):
+            recomment.append(column)
     for name, column in declared.items():
         if name in existing:
             continue
@@ -151,7 +158,9 @@ def table_changes(table: TableDef, schema_json: str, partition_by: Sequence[str]
     if tuple(partition_by) != table.partition_by:
         old, new = (", ".join(columns) or "none" for columns in (partition_by, table.partition_by))
         refused.append(f"{where}: partitioning changed from ({old}) to ({new})")
-    return TableChanges(table.name, tuple(add), tuple(widen), tuple(relax), tuple(refused))
+    return TableChanges(
+        table.name, tuple(add), tuple(widen), tuple(relax), tuple(refused), tuple(recomment)
+    )
 
 
 def lake_table_changes(table: TableDef, path: Path) -> TableChanges | None:

@@ -83,13 +83,13 @@ class DeltaSink:
 
     def prepare(self) -> None:
         """Before the first batch: create the table, or bring it to its DDL: add the columns
-        it gained, drop the NOT NULLs it lost, widen types (engine/plan/table_changes.py; the run
-        refused anything else)."""
+        it gained, drop the NOT NULLs it lost, set changed comments, widen types
+        (engine/plan/table_changes.py; the run refused anything else)."""
         changes = lake_table_changes(self.table, self.path)
         if changes is None:
             self._create()
             return
-        if changes.add or changes.relax:
+        if changes.add or changes.relax or changes.recomment:
             self._alter(changes)
         if changes.widen:
             self._rewrite_wider()
@@ -106,6 +106,8 @@ class DeltaSink:
             table.alter.add_columns(Schema.from_arrow(new).fields)
         for name in changes.relax:
             table.alter.drop_column_not_null(name)
+        for column in changes.recomment:
+            table.alter.set_column_metadata(column.name, {"comment": column.comment})
 
     def _rewrite_wider(self) -> None:
         """Rewrite every row with the DDL's wider types, batch by batch, in one overwrite

@@ -57,8 +57,9 @@ def create_table_sql(table: TableDef, path: Path) -> str:
 
 
 def alter_table_sql(table: TableDef, path: Path, changes: TableChanges) -> list[str]:
-    """The ALTER TABLE statements that add the DDL's new columns (with their comments) and
-    drop the NOT NULLs it dropped; one action per statement, as Spark takes them."""
+    """The ALTER TABLE statements that add the DDL's new columns (with their comments), drop
+    the NOT NULLs it dropped and set the comments it changed; one action per statement, as
+    Spark takes them."""
     columns = {c.name: c for c in _ddl(table).this.expressions if isinstance(c, exp.ColumnDef)}
     actions: list[exp.Expression] = []
     if changes.add:
@@ -66,6 +67,10 @@ def alter_table_sql(table: TableDef, path: Path, changes: TableChanges) -> list[
     actions += [
         exp.AlterColumn(this=exp.to_identifier(name), drop=True, allow_null=True)
         for name in changes.relax
+    ]
+    actions += [
+        exp.AlterColumn(this=exp.to_identifier(c.name), comment=exp.Literal.string(c.comment))
+        for c in changes.recomment
     ]
     return [_alter(path, action) for action in actions]
 

@@ -76,6 +76,10 @@ def add_event_kind_and_widen_quantity(project: Path) -> None:
         "the partition column',\n  event_kind STRING COMMENT 'event_type in capitals'\n",
     )
     edit(ddl, "  quantity INT COMMENT", "  quantity BIGINT COMMENT")
+    edit(
+        ddl, "'Items bought (Purchase), 1 otherwise'", "'Items bought; 1 for a view or a cart line'"
+    )
+    edit(ddl, "  source STRING COMMENT '", "  source STRING COMMENT 'Edited: ")
 
 
 # The lake was written by Spark; each writer evolves it its own way (Spark SQL's ALTER TABLE,
@@ -87,7 +91,10 @@ def test_a_new_column_and_a_wider_type_reach_the_table(spark, workspace: Path, w
     add_event_kind_and_widen_quantity(project)
     plan = dry_run(project, lake, folder, "--conf", f"lake.writer={writer}")
     assert plan.returncode == 0, plan.stderr
-    evolve = "table events: evolve (add column event_kind STRING; widen quantity INT -> BIGINT)"
+    evolve = (
+        "table events: evolve (add column event_kind STRING; widen quantity INT -> BIGINT; "
+        "comment on quantity; comment on source)"
+    )
     assert evolve in plan.stdout.splitlines()
     assert "table sessions: keep" in plan.stdout.splitlines()
     assert f"query main: resume at batch 2 (checkpoint {lake / CHECKPOINT})" in plan.stdout
@@ -97,6 +104,10 @@ def test_a_new_column_and_a_wider_type_reach_the_table(spark, workspace: Path, w
     events = DeltaTable(str(lake / "events"))
     types = {f.name: str(f.type) for f in events.schema().fields}
     assert types["quantity"] == 'PrimitiveType("long")'
+    # An edited comment reaches the table (DESCRIBE showed the old one for good).
+    comments = {f.name: f.metadata.get("comment") for f in events.schema().fields}
+    assert comments["quantity"] == "Items bought; 1 for a view or a cart line"
+    assert comments["source"].startswith("Edited: ")
     rows = read_table(lake, "events")
     old = [r for r in rows if r["event_kind"] is None]
     assert [{k: v for k, v in r.items() if k != "event_kind"} for r in old] == before

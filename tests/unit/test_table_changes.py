@@ -26,12 +26,13 @@ def ddl(tmp_path: Path, *, n_type: str = "INT", extra: str = "", partition: str 
     return load_table(path)
 
 
-def field(name: str, dtype: object, nullable: bool = True) -> dict:
-    return {"name": name, "type": dtype, "nullable": nullable, "metadata": {}}
+def field(name: str, dtype: object, nullable: bool = True, comment: str | None = None) -> dict:
+    metadata = {"comment": comment} if comment is not None else {}
+    return {"name": name, "type": dtype, "nullable": nullable, "metadata": metadata}
 
 
 # The Delta log's schema of table t as created from DDL with its defaults.
-BASE = [field("id", "string", False), field("n", "integer"), field("x", "double")]
+BASE = [field("id", "string", False, "key"), field("n", "integer"), field("x", "double")]
 
 
 def schema(*fields: dict) -> str:
@@ -112,3 +113,13 @@ def test_a_dropped_not_null_is_relaxed(tmp_path: Path):
     existing = [BASE[0], field("n", "integer"), field("x", "double", nullable=False)]
     changes = table_changes(ddl(tmp_path), schema(*existing), [])
     assert changes.relax == ("x",) and changes.describe() == "allow NULL in x"
+
+
+def test_an_edited_comment_is_set_and_a_dropped_one_left(tmp_path: Path):
+    # DESCRIBE showed the comment the table was created with, whatever the DDL said since.
+    table = ddl(tmp_path, extra=" COMMENT 'a measure'")
+    changes = table_changes(table, schema(field("id", "string", False, "old key"), *BASE[1:]), [])
+    assert [c.name for c in changes.recomment] == ["id", "x"]
+    assert changes.describe() == "comment on id; comment on x" and not changes.refused
+    dropped = table_changes(ddl(tmp_path), schema(*BASE[:2], field("x", "double", True, "a")), [])
+    assert not dropped.evolves
