@@ -15,6 +15,13 @@ from engine.sinks.writer import MultiTableWriter
 __all__ = ["RunResult"]
 
 
+# Where lines the accounting cannot see go, and how to see them.
+_UNSEEN = (
+    "rows a WHERE drops before the deduplication, or lost; filter after it, or with a DROP ROW "
+    "expectation, to count them"
+)
+
+
 @dataclass
 class RunResult:
     """Per query: the writer (rows per table) and the listener's totals."""
@@ -70,7 +77,7 @@ class RunResult:
                     f"query {name}: input lines {t.source_rows:,} = {t.accepted:,} events + "
                     f"{quarantined:,} quarantined + {t.duplicates:,} duplicates dropped + "
                     f"{t.late:,} late dropped"
-                    + (f" (NOT ACCOUNTED FOR: {missing:,})" if missing else "")
+                    + (f" (NOT ACCOUNTED FOR: {missing:,}: {_UNSEEN})" if missing else "")
                     + "\n"
                 )
             elif t and t.late:

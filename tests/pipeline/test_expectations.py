@@ -251,6 +251,25 @@ def test_warn_and_drop_on_the_streaming_part_are_counted(spark, tmp_path):
     )
 
 
+def test_a_where_before_the_deduplication_is_said_in_the_accounting(spark, tmp_path):
+    # Rows a WHERE drops unseen are no event, quarantine, duplicate or late row: the line
+    # says where such a gap comes from and how to count them, not only that it is there.
+    project = copy_project(tmp_path / "project")
+    log_lines = project / "sql" / "server_logs" / "log_lines.sql"
+    edit(
+        log_lines, "DELAY OF INTERVAL 1 MINUTE", "DELAY OF INTERVAL 1 MINUTE\nWHERE NOT logged_out"
+    )
+    plan = plan_pipeline(Registry(project / "pipelines").get("server_logs"), once=True)
+    out = io.StringIO()
+    opts = RunOptions(lake=tmp_path / "lake", once=True, quiet=True, input_path=_input(tmp_path))
+    run_pipeline(spark, plan, opts, out=out).report(out)
+    assert (
+        "input lines 4 = 2 events + 1 quarantined + 0 duplicates dropped + 0 late dropped "
+        "(NOT ACCOUNTED FOR: 1: rows a WHERE drops before the deduplication, or lost; filter "
+        "after it, or with a DROP ROW expectation, to count them)\n"
+    ) in out.getvalue()
+
+
 def test_fail_update_on_the_streaming_part_commits_nothing(spark, tmp_path):
     project = copy_project(tmp_path / "project")
     rule = "-- CONSTRAINT one_customer EXPECT (customer_id = '1028_CId') ON VIOLATION FAIL UPDATE"
