@@ -102,8 +102,9 @@ def execute(args: argparse.Namespace) -> int:
         from engine.lint.suites import check_suites
 
         # A suite `quality` cannot read stopped the command after the run had written its batch.
-        for broken in check_suites(pipeline):
-            raise broken.error()
+        broken = check_suites(pipeline)
+        if broken:
+            raise broken[0].error()
     deployment = _deployment(plan, opts, spark_conf)
     if args.dry_run:
         print(f"dry run of {plan.pipeline.name} on lake {opts.lake}: nothing was changed")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +16,7 @@ from sqlglot import exp
 from engine.definitions.syntax import syntax_problem
 from engine.errors import UserError
 
-__all__ = ["Column", "TableDef", "load_tables"]
+__all__ = ["Column", "TableDef", "load_tables", "view_misfits"]
 
 #: append: rows added; merge: rows replaced by key; add: by key, the other columns summed
 #: into the row already there (for counts and sums computed per batch).
@@ -274,3 +274,25 @@ def load_table(path: Path) -> TableDef:
 def load_tables(folder: Path) -> dict[str, TableDef]:
     """All table definitions in the folder, by name."""
     return {p.stem: load_table(p) for p in sorted(folder.glob("*.sql"))}
+
+
+def view_misfits(
+    view: str, target: str, declared: Sequence[str], given: Sequence[str], *, read: bool
+) -> list[str]:
+    """Why a view's columns (`given`) do not fit the columns its table or topic declares: one
+    it lacks, or one the target lacks that is lost unseen unless a step reads the view
+    (`read`). Names in any case, as Spark selects them. `lint` asks with the columns it
+    resolves, the run with Spark's."""
+    have = {c.lower() for c in given}
+    wanted = {c.lower() for c in declared}
+    problems = []
+    missing = [c for c in declared if c.lower() not in have]
+    if missing:
+        problems.append(f"view '{view}' lacks column(s) {', '.join(missing)} of table {target}")
+    extra = [c for c in given if c.lower() not in wanted]
+    if extra and not read:
+        problems.append(
+            f"view '{view}' has column(s) {', '.join(extra)} that table {target} lacks: "
+            "declare them in the table or leave them out of the view"
+        )
+    return problems

@@ -15,7 +15,7 @@ from sqlglot.schema import MappingSchema
 from engine.definitions.handler import load_handler_class
 from engine.definitions.pipeline import Pipeline
 from engine.definitions.sql import SqlStep, Watermark, position
-from engine.definitions.tables import load_tables
+from engine.definitions.tables import load_tables, view_misfits
 from engine.errors import UserError
 from engine.plan.findings import Finding, finding_at
 
@@ -236,25 +236,14 @@ def check_table_fit(
     except UserError:
         return []  # the plan's finding
     flawed = {f.path for f in found}
+    paths = {s.name.lower(): s.path for s in steps}
     read = {r.lower() for s in steps for r in s.references}
     read |= {h.input.lower() for h in pipeline.handlers}
     findings: list[Finding] = []
     for name, view in ((t, v) for q in pipeline.queries for t, v in q.sinks.items()):
         columns, table = views.get(view.lower()), tables.get(name)
-        step = next((s for s in steps if s.name.lower() == view.lower()), None)
-        if columns is None or table is None or (step and step.path in flawed):
+        if columns is None or table is None or paths.get(view.lower()) in flawed:
             continue
-        given = {c.lower() for c in columns}
-        declared = {c.lower() for c in table.column_names}
-        missing = [c for c in table.column_names if c.lower() not in given]
-        if missing:
-            message = f"view '{view}' lacks column(s) {', '.join(missing)} of table {name}"
-            findings.append(Finding(table.path, None, None, "table-fit", message))
-        extra = [c for c in columns if c.lower() not in declared]
-        if extra and view.lower() not in read:
-            message = (
-                f"view '{view}' has column(s) {', '.join(extra)} that table {name} lacks: "
-                "declare them in the table or leave them out of the view"
-            )
-            findings.append(Finding(table.path, None, None, "table-fit", message))
+        fits = view_misfits(view, name, table.column_names, columns, read=view.lower() in read)
+        findings += [Finding(table.path, None, None, "table-fit", m) for m in fits]
     return findings

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from engine.definitions.expectations import rejects_view
+from engine.definitions.tables import view_misfits
 from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
@@ -127,22 +128,15 @@ class BatchViews:
     def _fit(self, df: DataFrame, sink: Sink, view: str) -> None:
         """Refuse a view that does not fit its table: a missing column, one the table lacks
         that no step reads (it would be lost unseen), or a cast that would change values."""
-        names = {c.name.lower() for c in sink.columns}
-        missing = [c.name for c in sink.columns if c.name not in df.columns]
-        if missing:
-            raise UserError(
-                f"{sink.where}: view '{view}' lacks column(s) {', '.join(missing)} "
-                f"of table {sink.name}"
-            )
-        extra = [c for c in df.columns if c.lower() not in names]
-        if extra and view not in self._read_by_steps:
-            raise UserError(
-                f"{sink.where}: view '{view}' has column(s) {', '.join(extra)} that table "
-                f"{sink.name} lacks: declare them in the table or leave them out of the view"
-            )
+        declared = [c.name for c in sink.columns]
+        read = view in self._read_by_steps
+        problems = view_misfits(view, sink.name, declared, df.columns, read=read)
+        if problems:
+            raise UserError(f"{sink.where}: {problems[0]}")
         cast = df.select(*[F.col(c.name).cast(c.ddl_type) for c in sink.columns])
+        types = {f.name.lower(): f.dataType for f in df.schema.fields}  # Spark's, any case
         for column, field in zip(sink.columns, cast.schema.fields, strict=True):
-            given = df.schema[column.name].dataType
+            given = types[column.name.lower()]
             if not keeps_values(given, field.dataType):
                 raise UserError(
                     f"{sink.where}: view '{view}' gives column {column.name} as "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.definitions.tables import load_table
+from engine.definitions.tables import load_table, view_misfits
 from engine.errors import UserError
 
 TAKES = (
@@ -112,3 +112,24 @@ def test_a_clause_the_lake_would_not_honour_is_refused(tmp_path, ddl, clause):
 def test_a_refusal_says_what_to_write_instead(tmp_path, ddl, error):
     with pytest.raises(UserError, match=error):
         load(tmp_path, ddl)
+
+
+@pytest.mark.parametrize(
+    ("given", "read", "problems"),
+    [
+        (["id", "n"], False, []),
+        (["ID", "N"], False, []),  # names in any case, as Spark selects them
+        (["id"], False, ["view 'v' lacks column(s) n of table t"]),
+        (
+            ["id", "n", "extra"],
+            False,
+            [
+                "view 'v' has column(s) extra that table t lacks: declare them in the table "
+                "or leave them out of the view"
+            ],
+        ),
+        (["id", "n", "extra"], True, []),  # a step reads it: the column is not lost
+    ],
+)
+def test_a_view_fits_its_table_by_column_names(given, read, problems):
+    assert view_misfits("v", "t", ["id", "n"], given, read=read) == problems
