@@ -108,24 +108,20 @@ class KafkaOptions:
 
 
 def split_limit(available: Mapping[int, int], cap: int) -> dict[int, int]:
-    """Share a batch cap over partitions: records to take from each, fair and deterministic.
+    """Share a batch cap over partitions in proportion to their backlogs, as Spark's connector
+    does, so every partition moves through event time at the same pace.
 
-    Each round gives every partition with records left an equal share; leftovers go to the
-    lowest partition numbers, so the same backlog always gives the same batches.
+    An equal share would let a short backlog race ahead and its event times push the
+    watermark past the others' rows. Leftovers of the rounding go to the largest remainders
+    (then the lowest partition numbers), so the same backlog always gives the same batches.
     """
-    take = dict.fromkeys(available, 0)
-    left = cap
-    while left > 0:
-        open_parts = sorted(p for p in available if take[p] < available[p])
-        if not open_parts:
-            break
-        share = max(1, left // len(open_parts))
-        for p in open_parts:
-            n = min(share, available[p] - take[p], left)
-            take[p] += n
-            left -= n
-            if left == 0:
-                break
+    total = sum(available.values())
+    if total <= cap:
+        return dict(available)
+    take = {p: cap * n // total for p, n in available.items()}
+    by_remainder = sorted(available, key=lambda p: (-(cap * available[p] % total), p))
+    for p in by_remainder[: cap - sum(take.values())]:
+        take[p] += 1
     return take
 
 

@@ -160,6 +160,31 @@ def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path, connector):
     assert {dict(m.headers())["query"] for m in sent} == {b"alerts"}
 
 
+def test_a_batch_cap_over_uneven_partitions_loses_no_reading_as_late(spark, broker, tmp_path):
+    from confluent_kafka import Producer
+
+    from devtools.broker import create_topics
+
+    # 100 readings 5 s apart, every fifth on partition 0: an equal share of the cap let
+    # partition 0 run 150 s ahead, and its watermark made partition 1's readings late.
+    create_topics(broker.servers, ["uneven"], partitions=2)
+    producer = Producer({"bootstrap.servers": broker.servers})
+    for i in range(100):
+        at = f"2023-04-12 10:{i * 5 // 60:02d}:{i * 5 % 60:02d}"
+        reading = {"device_id": 377412, "sensor_freq": 10.0, "event_time": at}
+        producer.produce("uneven", value=json.dumps(reading), partition=0 if i % 5 == 0 else 1)
+    assert producer.flush(30) == 0
+    settings = {
+        "kafka.bootstrap.servers": broker.servers,
+        "source.topic": "uneven",
+        "source.connector": "python",
+        "source.maxRecordsPerBatch": "20",
+    }
+    totals = run(spark, tmp_path / "lake", settings, input_path=None).listener.totals["main"]
+    assert (totals.source_rows, totals.accepted, totals.late) == (100, 100, 0)
+    assert totals.batches >= 5  # the cap held
+
+
 def test_native_connector_where_spark_has_no_kafka_jar_is_one_line(spark, monkeypatch):
     from engine.sources import streams as sources
 

@@ -15,14 +15,16 @@ from engine.sources.kafka_topic import KafkaOptions, split_limit
         ({0: 10}, 4, {0: 4}),
         ({0: 3}, 10, {0: 3}),
         ({0: 10, 1: 10}, 6, {0: 3, 1: 3}),
-        # A short partition's share goes to the others.
-        ({0: 1, 1: 10, 2: 10}, 9, {0: 1, 1: 4, 2: 4}),
-        # Leftovers go to the lowest partition numbers, so batches are reproducible.
+        # In proportion to the backlogs, so no partition races ahead in event time.
+        ({0: 0, 1: 200, 2: 400}, 50, {0: 0, 1: 17, 2: 33}),
+        ({0: 1, 1: 10, 2: 10}, 9, {0: 1, 1: 4, 2: 4}),  # the largest remainder
+        ({0: 100, 1: 900}, 10, {0: 1, 1: 9}),
+        # Rounding leftovers go to the largest remainders, then the lowest partitions.
         ({0: 10, 1: 10}, 5, {0: 3, 1: 2}),
         ({0: 0, 1: 0}, 5, {0: 0, 1: 0}),
     ],
 )
-def test_split_limit_shares_the_cap_fairly(available, cap, expected):
+def test_split_limit_shares_the_cap_by_backlog(available, cap, expected):
     assert split_limit(available, cap) == expected
     assert sum(expected.values()) == min(cap, sum(available.values()))
 
