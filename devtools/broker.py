@@ -88,7 +88,7 @@ def _binary() -> str:
 
 def create_topics(servers: str, topics: Sequence[str], *, partitions: int = 1) -> None:
     """Create the topics that do not exist yet."""
-    admin = AdminClient({"bootstrap.servers": servers})
+    admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
     existing = set(admin.list_topics(timeout=10).topics)
     new = [NewTopic(t, num_partitions=partitions) for t in topics if t not in existing]
     for topic, future in admin.create_topics(new).items() if new else []:
@@ -241,8 +241,12 @@ class Broker:
                 self.stop()
                 raise UserError(f"broker: {self.label} did not start on {self.servers}")
             time.sleep(0.1)
-        if topics:
-            create_topics(self.servers, topics, partitions=partitions)
+        try:
+            if topics:
+                create_topics(self.servers, topics, partitions=partitions)
+        except BaseException:  # a topic name Kafka refuses: no broker left behind
+            self.stop()
+            raise
         return self
 
     def _ready(self) -> bool:

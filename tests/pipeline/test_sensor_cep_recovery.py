@@ -497,3 +497,15 @@ def test_broker_command_on_a_port_in_use_says_so_in_one_line(kind):
     assert one_error_line(result) == (
         f"error: broker: 127.0.0.1:{port} is in use by another process"
     )
+
+
+def test_broker_command_with_a_topic_kafka_refuses_leaves_no_broker_behind():
+    from tests.pipeline.test_cli import one_error_line, runner
+
+    port = free_port()
+    result = runner("broker", "--port", str(port), "--topics", "bad/name")
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result).startswith("error: broker: cannot create topic bad/name: ")
+    # The broker it had started is stopped: nothing listens on the port any more.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
