@@ -9,21 +9,24 @@ from typing import Any
 
 from engine.errors import UserError, closest
 
-__all__ = ["check_source_options"]
+__all__ = ["check_source_options", "spark_kafka_only"]
 
+# This project's Kafka options, which both connectors read (engine/sources/kafka_topic.py).
+_BOTH_KAFKA_CONNECTORS = (
+    "topic",
+    "startingOffsets",
+    "maxRecordsPerBatch",
+    "timeout",
+    "failOnDataLoss",
+    "connector",
+)
 # The options each kind's reader takes, as their documentation names them. A socket and the
 # Python Kafka source read only their own; Spark's file, Kafka and Delta readers take more than
 # these (and `fs.*`-style Hadoop settings), so there only a near miss of one of these is refused.
 _KNOWN: Mapping[str, tuple[str, ...]] = {
     "socket": ("host", "port"),
     "kafka": (
-        # this project's, for both connectors (engine/sources/kafka_topic.py)
-        "topic",
-        "startingOffsets",
-        "maxRecordsPerBatch",
-        "timeout",
-        "failOnDataLoss",
-        "connector",
+        *_BOTH_KAFKA_CONNECTORS,
         # Spark's connector's own
         "startingOffsetsByTimestamp",
         "startingTimestamp",
@@ -103,3 +106,13 @@ def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> N
                 f"{where}{name}: not an option of a {kind} source{meant} "
                 f"(options: {', '.join(known)})"
             )
+
+
+def spark_kafka_only(options: Mapping[str, Any]) -> list[str]:
+    """The options that only Spark's Kafka connector reads: the Python source would ignore
+    them (a `startingTimestamp` read the topic from its start)."""
+    return [
+        name
+        for name in options
+        if name not in _BOTH_KAFKA_CONNECTORS and not name.startswith("kafka.")
+    ]

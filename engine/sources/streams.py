@@ -13,6 +13,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from engine.definitions.pipeline import Pipeline, SourceSpec
+from engine.definitions.source_options import spark_kafka_only
 from engine.errors import UserError
 
 __all__ = [
@@ -127,14 +128,18 @@ def kafka_connector(spark: SparkSession, spec: SourceSpec) -> Connector:
     asked = str(spec.options.get("connector", "auto"))
     if asked not in _CONNECTORS:
         raise UserError(f"source.connector: auto, native or python, not {asked!r}")
-    if asked == "python":
-        return "python"
-    if has_kafka(spark):
+    if asked != "python" and has_kafka(spark):
         return "native"
     if asked == "native":
         raise UserError(
             "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar), "
             "which this Spark session does not have (`make` fetches it into .jars)"
+        )
+    for name in spark_kafka_only(spec.options):
+        why = "source.connector python" if asked == "python" else "no spark-sql-kafka jar here"
+        raise UserError(
+            f"source.{name}: only Spark's Kafka connector reads it, and the Python Kafka source "
+            f"reads this topic ({why}); leave it out, or use the native connector"
         )
     return "python"
 

@@ -194,8 +194,18 @@ def test_native_connector_where_spark_has_no_kafka_jar_is_one_line(spark, monkey
         sources.kafka_connector(spark, spec)
     auto = Registry().get("sensor_cep").source
     assert sources.kafka_connector(spark, auto) == "python"
+    # Options only Spark's connector reads are refused where the Python source reads the topic
+    # (a startingTimestamp read it from its start).
+    at = Registry().get("sensor_cep").with_settings({"source.startingTimestamp": "1"}).source
+    refused = r"^source\.startingTimestamp: only Spark's Kafka connector reads it.*\(no spark-sql"
+    with pytest.raises(UserError, match=refused):
+        sources.kafka_connector(spark, at)
     monkeypatch.undo()
     assert sources.kafka_connector(spark, auto) == "native"
+    assert sources.kafka_connector(spark, at) == "native"
+    with pytest.raises(UserError, match=r"^source\.startingTimestamp: .*\(source\.connector py"):
+        python = {"source.startingTimestamp": "1", "source.connector": "python"}
+        sources.kafka_connector(spark, Registry().get("sensor_cep").with_settings(python).source)
 
 
 def test_a_missing_topic_is_one_clear_error(spark, broker, tmp_path):
@@ -227,12 +237,13 @@ def test_a_stop_cuts_the_real_time_batch_and_the_report_says_so(spark, broker, t
     pipeline = replace(
         pipeline, queries=tuple(main if q.name == "main" else q for q in pipeline.queries)
     )
-    stop, out, done, failures = threading.Event(), io.StringIO(), {}, []
+    stop, out, progress, done, failures = threading.Event(), io.StringIO(), io.StringIO(), {}, []
 
     def run() -> None:
         try:
-            opts = RunOptions(lake=lake, quiet=True)
-            done["result"] = run_pipeline(spark, plan_pipeline(pipeline), opts, stop=stop)
+            opts = RunOptions(lake=lake)
+            plan = plan_pipeline(pipeline)
+            done["result"] = run_pipeline(spark, plan, opts, stop=stop, out=progress)
         except BaseException as err:  # surfaced below
             failures.append(err)
 
@@ -266,6 +277,8 @@ def test_a_stop_cuts_the_real_time_batch_and_the_report_says_so(spark, broker, t
     # The alert went out at once, but the one-minute batch that sent it never ended.
     assert "query alerts: 0 batches; rows written: kafka:sensor-anomalies 0" in out.getvalue()
     assert "query alerts: the stop cut its running batch short" in out.getvalue()
+    # The spec's batch cap is not used in Real-Time Mode, and the run says so.
+    assert "source.maxRecordsPerBatch: not used by a continuous run" in progress.getvalue()
 
 
 def test_the_broker_is_checked_for_the_sink_topics(broker, tmp_path):
