@@ -311,11 +311,13 @@ def _query_action(
     new_checkpoint: bool,
     input_path: str | None,
 ) -> QueryAction:
+    source = plan.pipeline.source
     fingerprint = query_fingerprint(
         plan.queries[spec.name],
         steps=plan.steps,
         handlers={n: h for n, (_, h) in plan.handlers.items()},
         tables=plan.tables,
+        topic=source.options.get("topic") if source.kind == "kafka" and not input_path else None,
     )
     committed = last_committed(checkpoint)
     reasons = [_CANNOT_TAKE.format(t) for t in spec.sinks if tables[t].reasons]
@@ -340,7 +342,6 @@ def _query_action(
     if committed is not None:
         moved = _resume_folder_problem(plan.pipeline, checkpoint, committed, input_path, lake)
         reasons += [moved] if moved else []
-        source = plan.pipeline.source
         # Options with which Delta's stream goes past such versions.
         skips = {k.lower() for k, v in source.options.items() if str(v).lower() == "true"}
         if source.kind == "delta" and not skips & {"skipchangecommits", "ignorechanges"}:

@@ -106,9 +106,10 @@ def query_fingerprint(
     steps: Mapping[str, SqlStep],
     handlers: Mapping[str, StateHandler],
     tables: Mapping[str, TableDef],
+    topic: str | None = None,
 ) -> Fingerprint:
-    """The state a query's checkpoint holds, the tables it writes and the logic each table's
-    rows come from, as plain JSON values."""
+    """The state a query's checkpoint holds, the Kafka topic its offsets are of, the tables it
+    writes and the logic each table's rows come from, as plain JSON values."""
     state: list[dict[str, Any]] = []
     for name in query.streaming_steps:
         if name in steps:
@@ -135,7 +136,8 @@ def query_fingerprint(
             "file": str(tables[t].path),
             "reads": sorted(reads),
         }
-    return {"state": state, "tables": written, "logic": logic}
+    found: Fingerprint = {"state": state, "tables": written, "logic": logic}
+    return {**found, "topic": topic} if topic else found
 
 
 def read_fingerprint(checkpoint: Path) -> Fingerprint | None:
@@ -158,10 +160,13 @@ def _words(values: list[str]) -> str:
 def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
     """What changed that the checkpoint's state cannot follow, one phrase each, naming the
     file: a changed key, state schema or watermark column, a stateful step added or removed,
-    a table's write mode or merge key."""
+    a table's write mode or merge key, the Kafka topic read (the offsets are that topic's:
+    the Python source would read another topic from them, Spark's says its partitions went)."""
     before = {(s["step"], s["what"]): s for s in old["state"]}
     after = {(s["step"], s["what"]): s for s in new["state"]}
     found = [*_whole_steps(after, before, "added"), *_whole_steps(before, after, "is gone")]
+    if old.get("topic") and new.get("topic") and old["topic"] != new["topic"]:
+        found.append(f"source.topic changed ({old['topic']} -> {new['topic']})")
     steps_before = {step for step, _ in before}
     for key, now in after.items():
         was = before.get(key)

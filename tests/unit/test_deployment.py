@@ -96,3 +96,29 @@ def test_a_dry_run_refuses_what_lint_finds_the_run_would_stop_on(
         " [unknown-column]"
     )
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("input_path", [None, "in"])
+def test_a_checkpoint_of_another_kafka_topic_is_refused(tmp_path: Path, input_path):
+    from engine.plan.fingerprint import write_fingerprint
+
+    def planned(topic: str):
+        pipeline = Registry().get("sensor_cep").with_settings({"source.topic": topic})
+        return plan_deployment(
+            plan_pipeline(pipeline),
+            lake=tmp_path / "lake",
+            checkpoint_root=tmp_path / "checkpoints",
+            conf={},
+            input_path=input_path and str(tmp_path / input_path),
+        )
+
+    (tmp_path / "in").mkdir()
+    first = planned("readings-a").queries["main"]
+    write_fingerprint(first.checkpoint, first.fingerprint)
+    (first.checkpoint / "commits").mkdir(parents=True)
+    (first.checkpoint / "commits" / "0").write_text("v1\n{}")
+    refusals = [r for r in planned("readings-b").refusals if "topic" in r]
+    # Its offsets are the first topic's: the Python source would read the other from them.
+    # Files given with --input read no topic.
+    changed = "source.topic changed (readings-a -> readings-b): checkpoint"
+    assert [changed in r for r in refusals] == ([] if input_path else [True])
