@@ -7,18 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from sqlglot.errors import ParseError
 
 from engine.definitions.durations import parse_duration
-from engine.definitions.handler import StateHandler, load_handler_class
+from engine.definitions.handler import StateHandler, TimeoutMode, load_handler_class
 from engine.definitions.pipeline import HandlerSpec, Pipeline
 from engine.definitions.sql import SqlError, SqlStep, load_step, order_steps
 from engine.definitions.tables import TableDef, load_table
 from engine.errors import UserError
 from engine.plan.findings import Finding, from_sql_error, from_user_error
 from engine.plan.queries import QueryPlan, plan_query
-from engine.plan.stream_sql import check_stream_sql
+from engine.plan.stream_sql import check_stream_sql, downstream
 from engine.plan.summed import summed_findings, summed_views
 
 __all__ = [
@@ -102,13 +103,52 @@ def _load_handlers(
             handler = load_handler_class(spec.class_path, project=pipeline.project.root)(
                 pipeline.settings
             )
-            _ = handler.timeout_mode, handler.timeout  # settings are read lazily; check them now
+            problem = _timeout_problem(handler)
         except (ValueError, ParseError) as err:
-            message = f"handler {spec.name}: {err}"
+            problem = str(err)
+        if problem:
+            message = f"handler {spec.name}: {problem}"
             findings.append(Finding(pipeline.path, None, None, "handler", message))
             continue
         handlers[spec.name] = (spec, handler)
     return handlers, findings
+
+
+def _timeout_problem(handler: StateHandler) -> str | None:
+    """Why the handler's timeout cannot be set up (its properties read settings lazily, so
+    they are read now): a bad setting, a mode that is none of the three, its own code failing."""
+    try:
+        mode, _ = handler.timeout_mode, handler.timeout
+    except ValueError as err:
+        return str(err)
+    except Exception as err:  # the handler's code, not ours: say what it raised and where
+        return f"{type(err).__name__}: {err} (reading its timeout_mode and timeout)"
+    if mode not in get_args(TimeoutMode):
+        return f"timeout_mode must be none, event_time or processing_time, not {mode!r}"
+    return None
+
+
+def _watermark_findings(
+    pipeline: Pipeline,
+    steps: Sequence[SqlStep],
+    handlers: Mapping[str, tuple[HandlerSpec, StateHandler]],
+) -> list[Finding]:
+    """Event-time timers fire on the watermark: Spark refuses such a handler (naming its own
+    DataFrame API) when no view at or above its input declares one."""
+    watermarked = downstream(pipeline, steps, {s.name for s in steps if s.watermarks})
+    return [
+        Finding(
+            pipeline.path,
+            None,
+            None,
+            "handler",
+            f"handler {name}: timeout_mode event_time needs a watermark on its input: add "
+            f"WATERMARK col DELAY OF INTERVAL ... to the FROM of view {spec.input} or a view "
+            "above it",
+        )
+        for name, (spec, handler) in handlers.items()
+        if handler.timeout_mode == "event_time" and spec.input.lower() not in watermarked
+    ]
 
 
 def _once_findings(pipeline: Pipeline, handlers: Mapping[str, tuple[HandlerSpec, StateHandler]]):
@@ -267,6 +307,7 @@ def check_pipeline(
     findings += _expectation_findings(steps, tables, pipeline)
     by_name = {s.name: s for s in steps}
     findings += summed_findings(pipeline, by_name, tables)
+    findings += _watermark_findings(pipeline, steps, handlers)
     if _errors(findings):
         return None, findings
     order = order_steps(

@@ -94,6 +94,10 @@ class BatchViews:
                         counts[name] = checked
                     apply_rules(spark, step, batch_ms=batch_ms)
             except PySparkException as err:
+                if err.getCondition() == "PYTHON_EXCEPTION":
+                    # Raised by a handler of the streaming part, which Spark runs at the
+                    # batch's first action: its own file and line say where, not this view.
+                    raise
                 raise UserError(f"{step.path}: {spark_error_line(err)}") from None
         frames = []
         for sink, view in zip(self.sinks, self.query.targets, strict=True):

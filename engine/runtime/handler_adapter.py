@@ -260,6 +260,14 @@ class _Slot:
     outputs: int  # columns of its output rows
 
 
+def _step(slot: _Slot, step: Any, method: str = "update") -> Step:
+    """The handler's answer, if it is a Step (a forgotten `return` gave an AttributeError from
+    this module)."""
+    if not isinstance(step, Step):
+        raise TypeError(f"handler {slot.name}: {method} returned {step!r}, not a Step")
+    return step
+
+
 def _is_time(data_type: DataType) -> bool:
     return isinstance(data_type, TimestampType | TimestampNTZType)
 
@@ -357,7 +365,7 @@ class HandlerGroup:
                 entries = held[key] = self._entries(stored.pop(key, None))
                 for i, slot in enumerate(self.slots):
                     obj, timer = entries[i]
-                    step = slot.handler.update(key, obj, rows.events(slot.handler))
+                    step = _step(slot, slot.handler.update(key, obj, rows.events(slot.handler)))
                     if step.outputs or (step.state is not obj and step.state != obj):
                         entries[i] = self._apply(i, step, now, emitted, counts)
                         continue
@@ -365,7 +373,7 @@ class HandlerGroup:
                     # Nothing for this handler in these rows: as if its own operator had not
                     # seen the key, its timer stays, and fires now if due.
                     if obj is not None and timer is not None and timer < now:  # Spark's test: <
-                        step = slot.handler.expire(key, obj)
+                        step = _step(slot, slot.handler.expire(key, obj), "expire")
                         entries[i] = self._apply(i, step, now, emitted, counts)
         if due is not None and due < now:
             # Keys without rows whose timer is due: Spark would have timed them out now.
@@ -374,7 +382,7 @@ class HandlerGroup:
                 for i, slot in enumerate(self.slots):
                     obj, timer = entries[i]
                     if obj is not None and timer is not None and timer < now:
-                        step = slot.handler.expire(key, obj)
+                        step = _step(slot, slot.handler.expire(key, obj), "expire")
                         entries[i] = self._apply(i, step, now, emitted, counts)
         for slot, counted in zip(self.slots, counts, strict=True):
             unknown = sorted(set(counted) - set(slot.handler.counted))
@@ -420,6 +428,12 @@ class HandlerGroup:
         slot = self.slots[i]
         if step.state is None:
             return None, None
+        if step.timer_us is not None and slot.mode == "none":
+            # Else the timer would be dropped and expire never run, without a word.
+            raise ValueError(
+                f"handler {slot.name}: a Step with timer_us needs a timeout_mode, event_time "
+                "(or processing_time, which times out after `timeout` instead); it is none"
+            )
         if slot.mode == "event_time" and step.timer_us is not None:
             # Spark refuses a timer behind the watermark; such a timer is due now anyway.
             return step.state, max(step.timer_us // 1000, now + 1)

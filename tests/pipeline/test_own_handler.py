@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.definitions.pipeline import Registry
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import read_table
+from tests.conftest import edit, read_table
 from tests.unit.test_project_handlers import own_project
 
 
@@ -40,3 +40,35 @@ def test_a_projects_own_handler_runs_and_resumes(spark, tmp_path: Path):
         r["currency"]: (r["amount"], r["records"]) for r in read_table(lake, "currency_totals")
     }
     assert totals == {"EUR": (22.5, 3), "USD": (8.5, 2), "GBP": (7.25, 1)}
+
+
+def test_an_error_a_handler_raises_names_the_handlers_line_not_a_view(spark, tmp_path: Path):
+    import pytest
+
+    root = own_project(tmp_path / "shop")
+    module = root / "handlers" / "running_total.py"
+    edit(
+        module,
+        "        amounts = events[self._amounts]\n",
+        "        amounts = events[self._amounts]\n"
+        "        if max(amounts) > 10:\n"
+        '            raise ValueError(f"amount too big: {max(amounts)}")\n',
+    )
+    # A view with a rule over the handler's rows: computed on the batch, after the handler.
+    (root / "sql" / "shop" / "checked_totals.sql").write_text(
+        "-- Totals held to a rule.\n"
+        "-- CONSTRAINT some_records EXPECT (records > 0) ON VIOLATION DROP ROW\n"
+        "CREATE OR REPLACE TEMP VIEW checked_totals AS\n"
+        "SELECT currency, amount, records FROM totals\n"
+    )
+    spec = root / "pipelines" / "shop.yaml"
+    edit(spec, "  currency_totals: totals\n", "  currency_totals: checked_totals\n")
+    pipeline = Registry(root / "pipelines").get("shop")
+    options = RunOptions(lake=tmp_path / "lake", once=True, quiet=True)
+    # Spark runs the handler at the batch's first action, a later view's: that view's SQL
+    # file was named as the fault, and the run exited 2 as if the SQL were wrong.
+    with pytest.raises(RuntimeError) as raised:
+        run_pipeline(spark, plan_pipeline(pipeline, once=True), options, out=io.StringIO())
+    assert str(raised.value) == (
+        f"query main: ValueError: amount too big: 12.5 ({module}:30 in update)"
+    )

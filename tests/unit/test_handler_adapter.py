@@ -450,6 +450,25 @@ def test_a_row_of_the_wrong_width_is_refused():
         Run(counting_group(Wide()))(BATCH_1)
 
 
+def test_an_update_that_returns_no_step_is_refused_naming_the_handler():
+    class Forgetful(Counting):
+        def update(self, key: tuple[Any, ...], state: int | None, events: Any) -> Step[int]:
+            super().update(key, state, events)  # a `return` forgotten
+
+    with pytest.raises(TypeError, match=r"^handler n: update returned None, not a Step$"):
+        Run(counting_group(Forgetful()))(BATCH_1)
+
+
+def test_a_timer_without_a_timeout_mode_is_refused_not_dropped():
+    # Its expire would never run: the key's state kept for ever, without a word.
+    class Timed(Counting):
+        def update(self, key: tuple[Any, ...], state: int | None, events: Any) -> Step[int]:
+            return Step(state=1, outputs=[(1,)], timer_us=T0_US)
+
+    with pytest.raises(ValueError, match=r"^handler n: a Step with timer_us needs a timeout_mode"):
+        Run(counting_group(Timed()))(BATCH_1)
+
+
 # --- buckets of keys -----------------------------------------------------------------------------
 
 

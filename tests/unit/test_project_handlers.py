@@ -89,3 +89,37 @@ def test_a_handler_that_cannot_run_is_refused_as_it_loads(tmp_path: Path, text: 
     with pytest.raises(ValueError) as caught:
         load_handler_class("handlers.broken:RunningTotal", project=tmp_path)
     assert str(caught.value).startswith(said)
+
+
+# (the handler's timeout_mode property's body, what lint says of the pipeline)
+TIMEOUTS = [
+    # Spark refused it at the run, naming withWatermark(), a DataFrame API.
+    (
+        'return "event_time"',
+        "handler totals: timeout_mode event_time needs a watermark on its input: add WATERMARK "
+        "col DELAY OF INTERVAL ... to the FROM of view kept or a view above it",
+    ),
+    # These were a bare `error: 'idle_mode'` / `error: 'eventtime'`, exit 1, at lint and run.
+    (
+        'return self.settings["idle_mode"]',
+        "handler totals: KeyError: 'idle_mode' (reading its timeout_mode and timeout)",
+    ),
+    (
+        'return "eventtime"',
+        "handler totals: timeout_mode must be none, event_time or processing_time, not 'eventtime'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "said"), TIMEOUTS)
+def test_a_handler_whose_timeout_cannot_be_set_up_is_a_lint_error(
+    tmp_path: Path, body: str, said: str
+):
+    from engine.plan import check_pipeline
+
+    root = own_project(tmp_path)
+    with (root / "handlers" / "running_total.py").open("a") as module:
+        module.write(f"\n    @property\n    def timeout_mode(self):\n        {body}\n")
+    plan, findings = check_pipeline(Registry(root / "pipelines").get("shop"))
+    assert plan is None
+    assert [f.message for f in findings if f.severity == "error"] == [said]
