@@ -74,6 +74,18 @@ _KNOWN: Mapping[str, tuple[str, ...]] = {
         "failOnDataLoss",
     ),
 }
+# Spark's Kafka options that are whole numbers: Spark's own refusal of another value
+# (`For input string: "abc"`, exit 1) names no option.
+_KAFKA_WHOLE_NUMBERS = (
+    "minPartitions",
+    "minOffsetsPerTrigger",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "kafkaConsumer.pollTimeoutMs",
+    "startingTimestamp",
+)
+# Spark's Kafka options for batch reads, which a stream refuses.
+_KAFKA_BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 # Spark's names for what this project's Kafka options say, for both connectors.
 _RENAMED: Mapping[str, str] = {"maxOffsetsPerTrigger": "maxRecordsPerBatch", "subscribe": "topic"}
 # Readers that take nothing but their own options; and those that read names exactly (Spark's
@@ -90,10 +102,19 @@ def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> N
     known = _KNOWN[kind]
     by_lower = {k.lower(): k for k in known}
     for name in options:
+        if kind == "kafka" and name in _KAFKA_WHOLE_NUMBERS:
+            value = str(options[name]).strip()
+            if not value.lstrip("-").isdigit():
+                raise UserError(f"{where}{name}: a whole number, not {options[name]!r}")
         if name in known or name.startswith("kafka."):
             continue
         if kind not in _EXACT and name.lower() in by_lower:
             continue
+        if kind == "kafka" and name in _KAFKA_BATCH_ONLY:
+            raise UserError(
+                f"{where}{name}: Spark's Kafka connector reads it in batch queries only; a "
+                "pipeline's stream reads on (--once stops at what the topic holds at the start)"
+            )
         if kind == "kafka" and name in _RENAMED:
             raise UserError(
                 f"{where}{name}: write {_RENAMED[name]}, this project's name for it (both Kafka "

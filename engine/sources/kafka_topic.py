@@ -61,9 +61,10 @@ class KafkaOptions:
         topic = options.get("topic")
         if not topic:
             raise UserError("source.topic: a kafka source needs a topic")
-        starting = options.get("startingOffsets", "earliest")
+        given = str(options.get("startingOffsets", "earliest"))
+        starting = given.strip().lower()  # in any case, as Spark's connector reads it
         if starting not in ("earliest", "latest"):
-            raise UserError(f"source.startingOffsets: earliest or latest, not {starting!r}")
+            raise UserError(f"source.startingOffsets: earliest or latest, not {given!r}")
         cap = options.get("maxRecordsPerBatch")
         max_records = None if cap in (None, "", "none") else _number(int, "maxRecordsPerBatch", cap)
         if max_records is not None and max_records < 1:

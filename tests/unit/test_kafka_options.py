@@ -51,6 +51,11 @@ def test_bad_source_options_are_user_errors(options, message):
         KafkaOptions.parse(options)
 
 
+def test_starting_offsets_in_any_case():
+    options = {**SERVERS, "topic": "t", "startingOffsets": "LATEST"}
+    assert KafkaOptions.parse(options).starting == "latest"
+
+
 def test_options_parse_with_librdkafka_settings_passed_through():
     opts = KafkaOptions.parse(
         {**SERVERS, "topic": "t", "maxRecordsPerBatch": "500", "kafka.security.protocol": "SSL"}

@@ -224,6 +224,15 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
             {"source.kind": "kafka", "source.maxOffsetsPerTrigger": "5"},
             "--conf source.maxOffsetsPerTrigger: write maxRecordsPerBatch, this project's name",
         ),
+        # Spark's own refusals named no option, exit 1.
+        (
+            {"source.kind": "kafka", "source.kafkaConsumer.pollTimeoutMs": "abc"},
+            "--conf source.kafkaConsumer.pollTimeoutMs: a whole number, not 'abc'",
+        ),
+        (
+            {"source.kind": "kafka", "source.endingOffsets": "latest"},
+            "--conf source.endingOffsets: Spark's Kafka connector reads it in batch queries only",
+        ),
         (
             {"source.kind": "delta", "source.table": "t", "source.startingVersoin": "3"},
             "--conf source.startingVersoin: not an option of a delta source; did you mean "
