@@ -127,17 +127,30 @@ class StateHandler(Generic[StateT]):
 def load_handler_class(class_path: str, *, project: Path | None = None) -> type[StateHandler]:
     """The handler class named `module:Class`: from the file `<project>/module/path.py` when
     the project (a folder of one's own) has it, else imported; ValueError saying why not."""
-    module_name, _, class_name = class_path.partition(":")
+    module_name, colon, class_name = class_path.partition(":")
+    if not (colon and module_name and class_name):
+        raise ValueError(f"class {class_path!r}: write module:Class, e.g. handlers.totals:Totals")
     try:
         module = _project_module(module_name, project) or importlib.import_module(module_name)
-        cls = getattr(module, class_name)
     except Exception as err:  # a module's own code may raise anything as it loads
         raise ValueError(f"cannot load {class_path} ({type(err).__name__}: {err})") from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        where = getattr(module, "__file__", None) or module_name
+        raise ValueError(f"cannot load {class_path}: {where} has no {class_name}")
     if not (isinstance(cls, type) and issubclass(cls, StateHandler)):
         raise ValueError(f"{class_path} is not a StateHandler")
     missing = [a for a in _DECLARED if not hasattr(cls, a)]
     if missing:
         raise ValueError(f"{class_path} does not declare {', '.join(missing)}")
+    for names in ("key", "columns", "order_by"):
+        value = getattr(cls, names, ())
+        # A lone string (`key = "currency"`, `("currency")`) was read one letter at a time.
+        if not (isinstance(value, tuple | list) and all(isinstance(v, str) for v in value)):
+            raise ValueError(
+                f"{class_path}: {names} must be a tuple of column names, e.g. "
+                f"({value!r},), not {value!r}"
+            )
     state = cls.state_type
     if not (
         dataclasses.is_dataclass(state) or (isinstance(state, type) and issubclass(state, tuple))

@@ -66,7 +66,16 @@ def test_a_handler_over_stateless_views_plans_beside_the_quarantine(tmp_path: Pa
 # (the module's text, what loading it says)
 BROKEN = [
     ("class RunningTotal(:\n", "cannot load handlers.broken:RunningTotal (SyntaxError: "),
-    ("X = 1\n", "cannot load handlers.broken:RunningTotal (AttributeError: "),
+    # Its file named, not the module's name inside the engine.
+    ("X = 1\n", "cannot load handlers.broken:RunningTotal: /"),
+    # A lone string was read one letter at a time: six unknown columns c, u, r, ...
+    (
+        "from engine.definitions.handler import StateHandler\n"
+        "class RunningTotal(StateHandler):\n    key = ('currency')\n    columns = ('x',)\n"
+        "    state_type = tuple\n    state_schema = output_schema = 'a INT'\n",
+        "handlers.broken:RunningTotal: key must be a tuple of column names, e.g. ('currency',), "
+        "not 'currency'",
+    ),
     (
         "from engine.definitions.handler import StateHandler\n"
         "class RunningTotal(StateHandler):\n    key = ('currency',)\n",
@@ -123,3 +132,9 @@ def test_a_handler_whose_timeout_cannot_be_set_up_is_a_lint_error(
     plan, findings = check_pipeline(Registry(root / "pipelines").get("shop"))
     assert plan is None
     assert [f.message for f in findings if f.severity == "error"] == [said]
+
+
+def test_a_class_path_without_its_colon_says_how_to_write_it(tmp_path: Path):
+    root = own_project(tmp_path)
+    with pytest.raises(ValueError, match=r"^class 'handlers.running_total.RunningTotal': write "):
+        load_handler_class("handlers.running_total.RunningTotal", project=root)
