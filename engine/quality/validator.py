@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.definitions.suites import FINITE_SUFFIX
+from engine.errors import UserError
 from engine.quality.report import Outcome, jsonable
 from engine.quality.suites import Suite
 
@@ -69,6 +70,13 @@ class Validator:
         result = definition.run(
             batch_parameters={"dataframe": frame}, result_format={"result_format": "SUMMARY"}
         )
+        for r in result.results:
+            raised = _raised(r.exception_info)
+            if raised:
+                # An argument GX takes but cannot use (min above max, a bad regex): not a
+                # failed check of the data, which it was shown as (`observed None`, exit 1).
+                label = _label(r.expectation_config)
+                raise UserError(f"{suite.path}: {label}: {raised}")
         # A finiteness helper's broken values are all `false`: they would say nothing.
         helpers = {column + FINITE_SUFFIX for column in suite.finite}
         return [
@@ -87,6 +95,16 @@ class Validator:
     def build_docs(self) -> None:
         """Write the Data Docs site for everything validated."""
         self.context.build_data_docs(site_names=[_DOCS_SITE])
+
+
+def _raised(info: Any) -> str | None:
+    """The message of an exception GX caught evaluating an expectation: its info is one dict,
+    or one per metric it computed."""
+    infos = [info, *info.values()] if isinstance(info, dict) else []
+    for one in infos:
+        if isinstance(one, dict) and one.get("raised_exception"):
+            return str(one.get("exception_message") or "raised an exception").splitlines()[0]
+    return None
 
 
 def _examples(values: list[Any], *, most: int = 3, width: int = 40) -> tuple[str, ...]:

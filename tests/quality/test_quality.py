@@ -420,6 +420,25 @@ def test_a_column_the_ddl_has_and_the_table_not_yet_is_said(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("rule", "reason"),
+    [
+        ("{column: total_price, min_value: 100, max_value: 0}", "min_value cannot be greater"),
+        ("{column: customer_id, min_value: 1, max_value: 5}", "Column values, min_value, and"),
+    ],
+)
+def test_a_rule_great_expectations_cannot_evaluate_is_a_usage_error(tmp_path, rule, reason):
+    # It was a failed check of the data: `observed None`, no reason, exit 1.
+    project = Project(copy_project(tmp_path / "project"))
+    suite = project.root / "quality" / "suites" / "carts.yaml"
+    suite.write_text(suite.read_text() + f"  - expect_column_values_to_be_between: {rule}\n")
+    lake = tmp_path / "lake"
+    write(lake, "carts", CLEAN["carts"])
+    said = f"{suite}: expect_column_values_to_be_between("
+    with pytest.raises(UserError, match=re.escape(said) + r"\w+\): " + re.escape(reason)):
+        validate_lake(lake, tables=["carts"], project=project)
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["nope"], "error: quality: no suite quality/suites/nope.yaml in ./ (have: activity_spans"),
