@@ -35,8 +35,12 @@ _ACTIONS: dict[str, Action] = {"": "warn", "DROP ROW": "drop", "FAIL UPDATE": "f
 
 # The counts of a view's rules sit beside its rows checked and dropped (runtime/expectations.py).
 _RESERVED = frozenset({"rows", "dropped"})
-# A comment line that starts with CONSTRAINT declares a rule; anything else is a comment.
-_DECLARES = re.compile(r"^\s*--\s*CONSTRAINT\b", re.IGNORECASE)
+# A comment line that starts with CONSTRAINT declares a rule, and so does one shaped like a rule
+# with that word misspelt, in capitals as rules are written (`CONSTRAINTS x EXPECT (...)` was a
+# comment: the rule gone unseen); anything else is a comment.
+_DECLARES = re.compile(
+    r"^\s*--\s*(?:CONSTRAINT\b|(?-i:[A-Z]{4,})\s+[A-Za-z_]\w*\s+EXPECT\s*\()", re.IGNORECASE
+)
 _RULE = re.compile(
     r"^\s*--\s*CONSTRAINT\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s+EXPECT\s*\((?P<condition>.*)\)"
     r"\s*(?:ON\s+VIOLATION\s+(?P<action>DROP\s+ROW|FAIL\s+UPDATE))?\s*$",

@@ -55,6 +55,10 @@ def test_rule_lines(line, expected):
         ("-- CONSTRAINT ok EXPECT (x >)", "expectation ok:"),
         ("-- CONSTRAINT rows EXPECT (x > 0)", "expectation rows: the name is taken"),
         ("-- CONSTRAINT dropped EXPECT (x > 0)", "expectation dropped: the name is taken"),
+        # A misspelt CONSTRAINT on a line shaped like a rule: it was a comment, the rule lost.
+        ("-- CONSTRAINTS ok EXPECT (x > 0) ON VIOLATION DROP ROW", "expected `-- CONSTRAINT"),
+        ("-- CONSTRIANT ok EXPECT(x > 0)", "expected `-- CONSTRAINT"),
+        ("-- CONSTRAINS ok expect (x > 0)", "expected `-- CONSTRAINT"),
     ],
 )
 def test_bad_rule_lines(line, message):
