@@ -143,6 +143,10 @@ def load_handler_class(class_path: str, *, project: Path | None = None) -> type[
     missing = [a for a in _DECLARED if not hasattr(cls, a)]
     if missing:
         raise ValueError(f"{class_path} does not declare {', '.join(missing)}")
+    for schema in ("state_schema", "output_schema"):
+        problem = _schema_problem(getattr(cls, schema))
+        if problem:
+            raise ValueError(f"{class_path}: {schema}: {problem}")
     for names in ("key", "columns", "order_by"):
         value = getattr(cls, names, ())
         # A lone string (`key = "currency"`, `("currency")`) was read one letter at a time.
@@ -157,6 +161,24 @@ def load_handler_class(class_path: str, *, project: Path | None = None) -> type[
     ):
         raise ValueError(f"{class_path}: state_type {state!r} is not a dataclass or NamedTuple")
     return cls
+
+
+def _schema_problem(ddl: Any) -> str | None:
+    """Why `ddl` is not a schema of named, typed columns (`a STRING, b BIGINT`); Spark said it at
+    the run, naming no handler, and a misspelt type read as a missing column at `lint`."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    if not isinstance(ddl, str):
+        return f"expected text such as 'a STRING, b BIGINT', not {ddl!r}"
+    try:
+        columns = sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark").this.expressions
+    except SqlglotError as err:
+        found = getattr(err, "errors", None) or [{}]
+        at = found[0].get("highlight")
+        return f"not a schema Spark reads{f' (at {at!r})' if at else ''}: {ddl!r}"
+    untyped = [c.name for c in columns if c.args.get("kind") is None]
+    return f"column(s) {', '.join(untyped)} without a type" if untyped else None
 
 
 #: What a handler class must declare (StateHandler's attributes without a default).

@@ -68,6 +68,14 @@ BROKEN = [
     ("class RunningTotal(:\n", "cannot load handlers.broken:RunningTotal (SyntaxError: "),
     # Its file named, not the module's name inside the engine.
     ("X = 1\n", "cannot load handlers.broken:RunningTotal: /"),
+    # A misspelt type: Spark said `Unsupported data type "BIGIN"` at the run, naming nothing.
+    (
+        "from engine.definitions.handler import StateHandler\n"
+        "class RunningTotal(StateHandler):\n    key = columns = ('x',)\n"
+        "    state_type = tuple\n    state_schema = 'n BIGIN'\n    output_schema = 'a INT'\n",
+        "handlers.broken:RunningTotal: state_schema: not a schema Spark reads (at 'BIGIN'): "
+        "'n BIGIN'",
+    ),
     # A lone string was read one letter at a time: six unknown columns c, u, r, ...
     (
         "from engine.definitions.handler import StateHandler\n"
