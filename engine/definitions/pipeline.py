@@ -172,6 +172,9 @@ class Pipeline:
         if kind == "delta" and not table:
             raise UserError("--conf source.table: a delta source needs the lake table it reads")
         check_source_options(kind, source_opts, "--conf source.")
+        if "bootstrap.servers" in kafka and not kafka["bootstrap.servers"].strip():
+            # Else the broker check waited out its timeout on a broker without a name.
+            raise UserError("--conf kafka.bootstrap.servers: empty; give HOST:PORT[,HOST:PORT]")
         source = replace(
             self.source, kind=kind, table=table, options={**self.source.options, **source_opts}
         )

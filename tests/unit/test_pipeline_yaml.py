@@ -224,6 +224,10 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
             {"source.kind": "kafka", "source.maxOffsetsPerTrigger": "5"},
             "--conf source.maxOffsetsPerTrigger: write maxRecordsPerBatch, this project's name",
         ),
+        (
+            {"kafka.bootstrap.servers": " "},
+            "--conf kafka.bootstrap.servers: empty; give HOST:PORT",
+        ),
         # Spark's own refusals named no option, exit 1.
         (
             {"source.kind": "kafka", "source.kafkaConsumer.pollTimeoutMs": "abc"},
