@@ -172,9 +172,7 @@ class Pipeline:
         if kind == "delta" and not table:
             raise UserError("--conf source.table: a delta source needs the lake table it reads")
         check_source_options(kind, source_opts, "--conf source.")
-        if "bootstrap.servers" in kafka and not kafka["bootstrap.servers"].strip():
-            # Else the broker check waited out its timeout on a broker without a name.
-            raise UserError("--conf kafka.bootstrap.servers: empty; give HOST:PORT[,HOST:PORT]")
+        _check_servers(kafka, "--conf kafka.")
         source = replace(
             self.source, kind=kind, table=table, options={**self.source.options, **source_opts}
         )
@@ -281,6 +279,13 @@ def _queries(spec: Mapping[str, Any], at: At) -> tuple[QuerySpec, ...]:
     return tuple(queries)
 
 
+def _check_servers(kafka: Mapping[str, Any], where: str) -> None:
+    """An empty broker list is refused at once: the broker check waited out its timeout on a
+    broker without a name."""
+    if "bootstrap.servers" in kafka and not str(kafka["bootstrap.servers"] or "").strip():
+        raise UserError(f"{where}bootstrap.servers: empty; give HOST:PORT[,HOST:PORT]")
+
+
 def _source(spec: Mapping[str, Any], at: At) -> SourceSpec:
     """The `source:` of a spec (`at` is its place in the file)."""
     if spec.get("source") is None:
@@ -330,6 +335,7 @@ def _load(path: Path) -> Pipeline:
         spec.get("settings"), top / "settings", "a mapping (name: value)", allow_none=True
     )
     kafka = scalars(spec.get("kafka"), top / "kafka", "a mapping (setting: value)")
+    _check_servers(kafka, f"{path}: kafka.")
     return Pipeline(
         name=name,
         path=path,

@@ -174,7 +174,7 @@ def run_pipeline(
         # Spark refuses maxOffsetsPerTrigger in Real-Time Mode, and the queries share one
         # source view: a continuous run with a real-time query reads without a batch cap.
         options = {k: v for k, v in pipeline.source.options.items() if k != "maxRecordsPerBatch"}
-        if options != pipeline.source.options and not opts.quiet:
+        if "maxRecordsPerBatch" in pipeline.source.options and not opts.quiet:
             out.write(
                 "source.maxRecordsPerBatch: not used by a continuous run with a real-time query "
                 "(Spark refuses a batch cap in Real-Time Mode); --once keeps it\n"

@@ -135,11 +135,12 @@ def kafka_connector(spark: SparkSession, spec: SourceSpec) -> Connector:
             "source.connector: native needs Spark's Kafka connector (spark-sql-kafka jar), "
             "which this Spark session does not have (`make` fetches it into .jars)"
         )
-    for name in spark_kafka_only(spec.options):
+    unread = spark_kafka_only(spec.options)
+    if unread:
         why = "source.connector python" if asked == "python" else "no spark-sql-kafka jar here"
         raise UserError(
-            f"source.{name}: only Spark's Kafka connector reads it, and the Python Kafka source "
-            f"reads this topic ({why}); leave it out, or use the native connector"
+            f"source.{unread[0]}: only Spark's Kafka connector reads it, and the Python Kafka "
+            f"source reads this topic ({why}); leave it out, or use the native connector"
         )
     return "python"
 

@@ -120,6 +120,11 @@ TABLES = "  shop: kept\n  quarantine: quarantine\n"
             "kafka.bootstrap.servers: expected a single value, got nothing",
         ),
         (
+            "settings: {}",
+            "kafka:\n  bootstrap.servers: ' '",
+            "kafka.bootstrap.servers: empty; give HOST:PORT[,HOST:PORT]",
+        ),
+        (
             "description: Records read",
             "description: [Records]  #",
             "description: expected text, got a list",
