@@ -18,7 +18,7 @@ from engine.lake.event_log import Event, EventLog
 from engine.lake.guard import last_committed
 from engine.sinks.writer import MultiTableWriter
 
-__all__ = ["RunRecorder", "versions"]
+__all__ = ["RunRecorder", "versions", "watermark_time"]
 
 _PACKAGES = ("streamlake", "pyspark", "delta-spark", "deltalake", "sqlglot")
 
@@ -34,7 +34,8 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _watermark(text: str | None) -> dt.datetime | None:
+def watermark_time(text: str | None) -> dt.datetime | None:
+    """A progress event's watermark as a time; None before the first, which Spark shows as 1970."""
     if not text:
         return None
     when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -133,7 +134,7 @@ class RunRecorder:
             duplicates=figures.get("duplicates"),
             late=figures.get("late"),
             state_rows=figures["state_rows"],
-            watermark=_watermark(progress.eventTime.get("watermark")),
+            watermark=watermark_time(progress.eventTime.get("watermark")),
             duration_ms=progress.batchDuration,
             details={
                 "rows_written": written,

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
@@ -18,11 +18,9 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
+from engine.runtime.events import RunRecorder, watermark_time
 from engine.runtime.expectations import views_of_metrics
 from engine.runtime.handler_adapter import handler_counts
-
-if TYPE_CHECKING:
-    from engine.runtime.events import RunRecorder
 
 __all__ = ["ProgressListener", "QueryTotals"]
 
@@ -100,7 +98,7 @@ class ProgressListener(StreamingQueryListener):
             # too: counted here, or such a row would leave no trace.
             late = sum(op.numRowsDroppedByWatermark for op in p.stateOperators)
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
-        watermark = p.eventTime.get("watermark")
+        watermark = watermark_time(p.eventTime.get("watermark"))
         branches = self.branches.get(name, 1)
         rows_in = p.numInputRows // branches
         rate = p.processedRowsPerSecond / branches
@@ -128,10 +126,11 @@ class ProgressListener(StreamingQueryListener):
             for handler, counts in counted.items():
                 t.handler_counts.setdefault(handler, Counter()).update(counts)
         if not self.quiet and (rows_in or t.batches == 1):
+            shown = watermark.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if watermark else "-"
             self.out.write(
                 f"[{name}] batch {p.batchId}: {rows_in:,} rows in, "
                 f"{rate:,.0f} rows/s, state {state_rows:,} rows, "
-                f"watermark {(watermark or '-').replace('T', ' ').rstrip('Z')}\n"
+                f"watermark {shown}\n"
             )
             self.out.flush()
 

@@ -479,12 +479,14 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
         text=True,
         start_new_session=True,
     )
-    started = set()
+    started = {}
     for line in proc.stdout:
         if line.startswith("[") and " batch 0:" in line:
-            started.add(line[1 : line.index("]")])
-        if started == {"main"}:
+            started[line[1 : line.index("]")]] = line
+        if set(started) == {"main"}:
             break
+    # No watermark before the first batch: Spark's epoch 0 is not shown as a 1970 time.
+    assert started["main"].rstrip().endswith("watermark -"), started
     # To the whole process group, as a scheduler or `timeout` sends it: Spark's JVM used to
     # stop itself under the run ("Cannot call methods on a stopped SparkContext", exit 1).
     os.killpg(proc.pid, signal.SIGTERM)
