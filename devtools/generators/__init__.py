@@ -22,9 +22,9 @@ __all__ = [
     "Summary",
     "generate",
     "generators",
+    "open_lines",
     "prepare_folder",
     "progress_bar",
-    "write_lines",
     "write_part",
     "write_parts",
 ]
@@ -63,7 +63,7 @@ class GenerateFunction(Protocol):
 @dataclass(frozen=True)
 class Generator:
     """A pipeline's generator: its function, and whether it writes a Kafka topic itself (one
-    stream of lines, `write_lines`); the others lay out part files, whose lines ``--out
+    stream of lines, `open_lines`); the others lay out part files, whose lines ``--out
     kafka://`` sends on in order."""
 
     function: GenerateFunction
@@ -144,26 +144,31 @@ def progress_bar(
         report()
 
 
-def write_lines(
-    out: str | Path,
-    lines: Iterable[tuple[str, str | None]],
-    *,
-    lines_per_file: int,
-    report: Callable[[], None] = lambda: None,
-) -> int:
-    """Write `(text, key)` lines to `kafka://HOST:PORT/TOPIC` or as part files in the folder
-    `out`; returns the files written (0 for Kafka)."""
+@contextmanager
+def open_lines(
+    out: str | Path, *, lines_per_file: int
+) -> Iterator[Callable[[Iterable[tuple[str, str | None]], Callable[[], None]], int]]:
+    """Open ``kafka://HOST:PORT/TOPIC`` or the folder `out` (checking the broker, or that the
+    folder is empty) and yield a function that writes `(text, key)` lines there, moving a
+    progress bar with its `report`, and returns the files written (0 for Kafka)."""
     if isinstance(out, str) and out.startswith("kafka:"):
         from devtools.generators.kafka_out import KafkaTopic, parse_kafka_url
 
         kafka = KafkaTopic(*parse_kafka_url(out))
-        try:
+
+        def produce(lines: Iterable[tuple[str, str | None]], report: Callable[[], None]) -> int:
             kafka.write(lines, report)
+            return 0
+
+        try:
+            yield produce
         finally:
             kafka.close()
-        return 0
+        return
     folder = prepare_folder(Path(out))
-    return write_parts((text for text, _ in lines), folder, lines_per_file, report)
+    yield lambda lines, report: write_parts(
+        (text for text, _ in lines), folder, lines_per_file, report
+    )
 
 
 def prepare_folder(folder: Path) -> Path:

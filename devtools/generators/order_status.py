@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from devtools.generators import Summary, progress_bar, write_lines
+from devtools.generators import Summary, open_lines, progress_bar
 from devtools.order_server import STATUSES, orders
 
 __all__ = ["MALFORMED_RATE", "GenerationSummary", "OrderLines", "generate_order_status"]
@@ -79,8 +79,10 @@ def generate_order_status(
     bar = progress_bar(
         total=events, unit="order", desc="orders", done=lambda: lines.orders, enabled=progress
     )
-    with bar as report:
-        files = write_lines(out, lines, lines_per_file=lines_per_file, report=report)
+    # The output is opened first: a full folder or a broker that is not there is refused
+    # before the bar is drawn.
+    with open_lines(out, lines_per_file=lines_per_file) as write, bar as report:
+        files = write(lines, report)
     return lines.summary(files=files)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from devtools.generators import Summary, progress_bar, write_lines
+from devtools.generators import Summary, open_lines, progress_bar
 
 __all__ = [
     "ANOMALY_RATE",
@@ -120,8 +120,10 @@ def generate_sensor_cep(
         total=events, unit="event", desc="sensor readings", done=lambda: lines.events,
         enabled=progress,
     )  # fmt: skip
-    with bar as report:
-        files = write_lines(out, lines, lines_per_file=lines_per_file, report=report)
+    # The output is opened first: a full folder or a broker that is not there is refused
+    # before the bar is drawn.
+    with open_lines(out, lines_per_file=lines_per_file) as write, bar as report:
+        files = write(lines, report)
     return lines.summary(files=files)
 
 

@@ -98,6 +98,12 @@ def execute(args: argparse.Namespace) -> int:
     if args.quality and not args.once:
         raise UserError("--quality: only with --once (a continuous run has no end to check at)")
     plan = plan_pipeline(pipeline, once=args.once)  # user errors before the JVM starts
+    if pipeline.source.kind == "kafka" and args.input is None:
+        from engine.sources.kafka_topic import KafkaOptions, kafka_options
+
+        # Option values (startingOffsets, timeout, ...): the source reads them once Spark runs,
+        # so the dry run passed what the run then refused.
+        KafkaOptions.parse(kafka_options(pipeline.source, pipeline.kafka))
     if args.quality and not args.dry_run:
         from engine.lint.suites import check_suites
 
@@ -113,9 +119,10 @@ def execute(args: argparse.Namespace) -> int:
         for line in stops:
             print(line)
         return EXIT_USAGE if deployment.refusals or stops else 0
+    # Before the lock, whose file would be the only trace a refused run left in a new lake.
+    _check_servers(pipeline, args)
     with run_lock(opts.lake, pipeline.name):
         deployment.check()  # the run checks again, with the session's own settings
-        _check_servers(pipeline, args)
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
         stop = stop_on_signals()
         result = run_pipeline(spark, plan, opts, stop=stop)

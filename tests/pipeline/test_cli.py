@@ -113,6 +113,14 @@ def test_pipelines_lists_tables():
         (("broker", "--port", "99999"), "argument --port: must be at most 65535, got 99999"),
         (("serve-orders", "--port", "0"), "argument --port: must be at least 1, got 0"),
         (("run", "sensor_cep", "--conf", "source.startingOffsets=now"), "source.startingOffsets"),
+        (
+            ("run", "sensor_cep", "--dry-run", "--conf", "source.startingOffsets=beginning"),
+            "error: source.startingOffsets: earliest or latest, not 'beginning'",
+        ),
+        (
+            ("run", "sensor_cep", "--dry-run", "--conf", "source.timeout=0"),
+            "error: source.timeout: seconds above 0, not '0'",
+        ),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(args, message):
@@ -281,8 +289,8 @@ def test_a_socket_server_that_is_not_there_is_one_line_and_writes_nothing(tmp_pa
     assert one_error_line(result).startswith(
         f"error: source.host/source.port: no server accepts connections on 127.0.0.1:{port} "
     )
-    # Said before Spark started: no table, no checkpoint, no log; only the run lock's folder.
-    assert [p.name for p in lake.iterdir()] == ["_runs"]
+    # Said before Spark started and before the run lock: the new lake is not made at all.
+    assert not lake.exists()
 
 
 def test_a_second_run_of_a_pipeline_on_a_lake_is_refused_until_the_first_ends(tmp_path):

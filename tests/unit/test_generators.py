@@ -96,12 +96,19 @@ def test_generate_user_errors_are_one_line(capsys, args, message) -> None:
     assert capsys.readouterr().err.strip() == message
 
 
-def test_generate_into_a_non_empty_folder_is_one_line(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("pipeline", ["order_status", "sensor_cep", "server_logs", "user_activity"])
+def test_generate_into_a_non_empty_folder_is_one_line(tmp_path: Path, capsys, pipeline) -> None:
     (tmp_path / "keep.txt").write_text("x")
-    assert main(["generate", "order_status", "--out", str(tmp_path)]) == 2
-    # The progress bar may be on stderr before it.
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == f"error: --out: {tmp_path} exists and is not empty"
+    assert main(["generate", pipeline, "--out", str(tmp_path)]) == 2
+    # Refused before a progress bar is drawn: the error is all there is.
+    assert capsys.readouterr().err.strip() == f"error: --out: {tmp_path} exists and is not empty"
+
+
+def test_generate_to_a_broker_that_is_not_there_is_one_line(capsys) -> None:
+    assert main(["generate", "sensor_cep", "--out", "kafka://127.0.0.1:1/readings"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out: kafka broker 127.0.0.1:1 unreachable"), err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_part_file_generators_send_the_same_lines_to_kafka(tmp_path: Path) -> None:
