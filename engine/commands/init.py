@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import shutil
+import sys
+from pathlib import Path
 
 from engine.commands.options import registry
 from engine.project import PROJECT, shown
@@ -26,5 +30,17 @@ def execute(args: argparse.Namespace) -> int:
     # The commands that follow need the same folder, or they read the engine's own project.
     where = f"--pipelines {shlex.quote(str(args.pipelines))} " if args.pipelines else ""
     runner = shlex.quote(str(shown(PROJECT.root / "runner.py")))
-    print(f"next: python {runner} {where}run {args.name} --once && python {runner} {where}quality")
+    command = f"{python_command()} {runner} {where}"
+    print(f"next: {command}run {args.name} --once && {command}quality")
     return 0
+
+
+def python_command(search_path: str | None = None) -> str:
+    """`python` when that name on the PATH is this interpreter's, else this interpreter's path:
+    a `python` of another environment may lack pyspark."""
+    found = shutil.which("python", path=search_path)
+    # The folder, not the file: a virtual environment's python and python3 are one interpreter,
+    # while a symlink's target is the base interpreter, without the environment's packages.
+    if found and Path(found).absolute().parent == Path(sys.executable).absolute().parent:
+        return "python"
+    return shlex.quote(os.path.abspath(sys.executable))

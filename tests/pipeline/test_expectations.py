@@ -34,7 +34,9 @@ def test_init_then_run_then_quality_on_a_fresh_name(spark, tmp_path):
     project = copy_project(tmp_path / "project")
     pipelines = str(project / "pipelines")
     # Typed in the folder that holds the project: paths as named from there.
-    made = runner("--pipelines", pipelines, "init", "shop", cwd=tmp_path)
+    # This interpreter is `python` on the PATH, as in an activated environment.
+    path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    made = runner("--pipelines", pipelines, "init", "shop", cwd=tmp_path, env=path)
     assert made.returncode == 0, made.stderr
     assert made.stdout.splitlines() == [
         "created project/pipelines/shop.yaml",
