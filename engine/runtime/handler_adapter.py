@@ -41,6 +41,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
     DataType,
+    IntegralType,
     LongType,
     StringType,
     StructField,
@@ -258,6 +259,7 @@ class _Slot:
     mode: TimeoutMode
     timeout_ms: int | None  # processing-time duration
     outputs: int  # columns of its output rows
+    whole: Mapping[int, str]  # the output columns of a whole-number type, by position
 
 
 def _step(slot: _Slot, step: Any, method: str = "update") -> Step:
@@ -266,6 +268,17 @@ def _step(slot: _Slot, step: Any, method: str = "update") -> Step:
     if not isinstance(step, Step):
         raise TypeError(f"handler {slot.name}: {method} returned {step!r}, not a Step")
     return step
+
+
+def _check_whole(slot: _Slot, column: str, values: Sequence[Any]) -> None:
+    """A fraction for a whole-number column: Arrow would cut it (509.7 becomes 509) without a
+    word, and a NaN would become NULL."""
+    for value in values:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(
+                f"handler {slot.name}: output column {column} cannot hold {value!r}; round it "
+                "in the handler, or give the column a type with fractions in output_schema"
+            )
 
 
 def _is_time(data_type: DataType) -> bool:
@@ -312,6 +325,11 @@ class HandlerGroup:
                     else int(h.timeout.total_seconds() * 1000)
                 ),
                 outputs=len(output_schemas[name].fields),
+                whole={
+                    j: f"{f.name} {f.dataType.simpleString().upper()}"
+                    for j, f in enumerate(output_schemas[name].fields)
+                    if isinstance(f.dataType, IntegralType)
+                },
             )
             for name, h in handlers.items()
         )
@@ -512,6 +530,8 @@ class HandlerGroup:
                 end = at + len(rows)
                 out[at:end, 0] = slot.name
                 for j, values in enumerate(zip(*rows, strict=True)):
+                    if j in slot.whole:
+                        _check_whole(slot, slot.whole[j], values)
                     # fromiter keeps a list value (an array<struct> cell) as one element.
                     out[at:end, col + j] = np.fromiter(values, dtype=object, count=len(rows))
                 at = end

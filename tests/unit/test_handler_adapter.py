@@ -4,6 +4,7 @@ conversion are plain Python, so timers, state layout and output rows are checked
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -457,6 +458,26 @@ def test_an_update_that_returns_no_step_is_refused_naming_the_handler():
 
     with pytest.raises(TypeError, match=r"^handler n: update returned None, not a Step$"):
         Run(counting_group(Forgetful()))(BATCH_1)
+
+
+@pytest.mark.parametrize("value", [509.7, math.nan, math.inf, np.float64(0.5)])
+def test_a_fraction_for_a_whole_number_column_is_refused_not_cut(value):
+    class Fractional(Counting):
+        def update(self, key: tuple[Any, ...], state: int | None, events: Any) -> Step[int]:
+            return Step(state=None, outputs=[(value,)])
+
+    with pytest.raises(ValueError, match=r"^handler n: output column n BIGINT cannot hold "):
+        Run(counting_group(Fractional()))(BATCH_1)
+
+
+@pytest.mark.parametrize("value", [509.0, 7, None, np.int64(3)])
+def test_a_whole_number_for_a_whole_number_column_passes(value):
+    class Whole(Counting):
+        def update(self, key: tuple[Any, ...], state: int | None, events: Any) -> Step[int]:
+            return Step(state=None, outputs=[(value,)])
+
+    out = Run(counting_group(Whole()))(BATCH_1)
+    assert out.loc[0, "n__n"] == value or (value is None and out.loc[0, "n__n"] is None)
 
 
 def test_a_timer_without_a_timeout_mode_is_refused_not_dropped():
