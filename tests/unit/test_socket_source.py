@@ -136,3 +136,52 @@ def test_a_checkpoint_of_sparks_socket_source_goes_on() -> None:
         reader.stop()
         assert running.join().total == 2
     assert end == {"lines": 52}
+
+
+def test_a_line_sent_in_many_pieces_and_lines_split_across_reads() -> None:
+    line = b'{"order_id": "' + b"x" * 3_000_000 + b'"}'
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        reader = _LineReader("127.0.0.1", listener.getsockname()[1])
+        reader.read({"lines": 0})  # connects
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"a\nb")
+            time.sleep(0.1)  # a line's end in the next read
+            conn.sendall(b"c\n\n" + line + b"\nd\n")
+        rows, end = read_until(reader, {"lines": 0}, 5)
+        reader.stop()
+    assert [value.encode() for value, _ in rows] == [b"a", b"bc", b"", line, b"d"]
+    assert end == {"lines": 5}
+
+
+def test_a_server_that_closes_and_comes_back_is_read_on() -> None:
+    """A continuous run outlives a restart of its server: it connects again and counts on
+    (the connection used to stay half-closed, and the run read nothing more, silently)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        reader = _LineReader("127.0.0.1", port)
+        reader.read({"lines": 0})  # connects
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"a\nb\n")
+        head, end = read_until(reader, {"lines": 0}, 2)
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        listener.settimeout(TIMEOUT_S)
+        # The reader connects again within a second of its next read.
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            assert time.monotonic() < deadline, "the reader did not connect again"
+            batch, end = reader.read(end)
+            assert list(batch) == []
+            try:
+                listener.settimeout(0.2)
+                conn, _ = listener.accept()
+                break
+            except TimeoutError:
+                continue
+        with conn:
+            conn.sendall(b"c\n")
+            tail, last = read_until(reader, end, 1)
+            reader.stop()
+    assert [v for v, _ in head + tail] == ["a", "b", "c"]
+    assert last == {"lines": 3}
