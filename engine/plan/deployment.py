@@ -120,8 +120,10 @@ class Deployment:
         if not self.refusals:
             return
         actions = [*self.tables.values(), *self.queries.values()]
-        tables = [t for a in actions if a.remedy for t in a.remedy.tables]
-        remedy = Remedy(self.pipeline, tuple(dict.fromkeys(tables))) if tables else None
+        remedies = [a.remedy for a in actions if a.remedy]
+        tables = tuple(dict.fromkeys(t for r in remedies for t in r.tables))
+        no_replay = next((r.no_replay for r in remedies if r.no_replay), None)
+        remedy = Remedy(self.pipeline, tables, no_replay) if tables else None
         raise UserError(_with_remedy(self.refusals, remedy))
 
     def lines(self) -> list[str]:
@@ -147,8 +149,16 @@ class Remedy:
 
     pipeline: str
     tables: tuple[str, ...]
+    #: Why the input cannot be read again (a socket), when it never can: no rebuild takes it.
+    no_replay: str | None = None
 
     def __str__(self) -> str:
+        if self.no_replay:
+            # --full-refresh is refused there: advising it sent the user round in a circle.
+            return (
+                f"undo the change, or write {', '.join(self.tables)} anew in another lake "
+                f"(--lake): {self.no_replay}, so --full-refresh cannot rebuild them"
+            )
         return (
             f"undo the change, or run with --full-refresh to rebuild {', '.join(self.tables)} "
             f"of {self.pipeline} from the input"
@@ -255,6 +265,14 @@ def _kafka_start_lost(pipeline: Pipeline) -> str | None:
     )
 
 
+def _no_replay(plan: Plan, input_path: str | None = None) -> str | None:
+    """Why the pipeline's source can never be read again, or None (files, Kafka and Delta
+    can, unless a file or a message is gone: `replay_problem` asks at the full refresh)."""
+    if plan.pipeline.source.kind == "socket" and input_path is None:
+        return replay_problem(plan.pipeline, Path(), input_path=None)
+    return None
+
+
 def replay_problem(pipeline: Pipeline, checkpoint: Path, *, input_path: str | None) -> str | None:
     """Why the pipeline's source cannot be read again from its start, or None."""
     kind = "files" if input_path else pipeline.source.kind
@@ -269,7 +287,9 @@ def replay_problem(pipeline: Pipeline, checkpoint: Path, *, input_path: str | No
     return None
 
 
-def _table_action(plan: Plan, name: str, lake: Path, *, rebuild: bool) -> TableAction:
+def _table_action(
+    plan: Plan, name: str, lake: Path, *, rebuild: bool, input_path: str | None
+) -> TableAction:
     table = plan.tables[name]
     path = lake / name
     others = _other_pipelines(path, plan.pipeline.name)
@@ -290,7 +310,8 @@ def _table_action(plan: Plan, name: str, lake: Path, *, rebuild: bool) -> TableA
         elif reasons:
             reasons = [f"{r} (also written by {', '.join(others)})" for r in reasons]
     if reasons:
-        remedy = None if others else Remedy(plan.pipeline.name, (name,))
+        no_replay = _no_replay(plan, input_path)
+        remedy = None if others else Remedy(plan.pipeline.name, (name,), no_replay)
         return TableAction(name, "refuse", changes, bool(others), tuple(reasons), remedy)
     if rebuild:
         return TableAction(name, "rebuild", changes, shared=True)
@@ -356,7 +377,7 @@ def _query_action(
             # The advice once: each change needs the same remedy.
             what = "; ".join(changed)
             reasons.append(f"{what}: checkpoint {checkpoint} cannot resume from this")
-            remedy = Remedy(plan.pipeline.name, tuple(spec.sinks))
+            remedy = Remedy(plan.pipeline.name, tuple(spec.sinks), _no_replay(plan, input_path))
     if reasons:
         return QueryAction(
             spec.name, checkpoint, "refuse", fingerprint, tuple(reasons), remedy=remedy
@@ -364,7 +385,8 @@ def _query_action(
     if committed is None:
         return QueryAction(spec.name, checkpoint, "start", fingerprint)
     changed, tables = logic_changes(old, fingerprint) if old else ([], [])
-    notes = [_resumed_over(spec.name, changed, tables, old)] if tables and old else []
+    no_replay = _no_replay(plan, input_path) is not None
+    notes = [_resumed_over(spec.name, changed, tables, old, no_replay)] if tables and old else []
     return QueryAction(
         spec.name, checkpoint, "resume", fingerprint, next_batch=committed + 1, notes=tuple(notes)
     )
@@ -387,7 +409,7 @@ def _rebuilt_queries(pipeline: Pipeline, full_refresh: Sequence[str] | None) -> 
 
 
 def _resumed_over(
-    query: str, changed: Sequence[str], tables: Sequence[str], old: Fingerprint
+    query: str, changed: Sequence[str], tables: Sequence[str], old: Fingerprint, no_replay: bool
 ) -> str:
     """The note of a change a checkpoint resumes over: the rows it leaves as they were, and
     the tables it adds, which get only the input read from now on."""
@@ -399,10 +421,10 @@ def _resumed_over(
     if added:
         verb = "gets" if len(added) == 1 else "get"
         left.append(f"{', '.join(added)} {verb} only the input read from now on")
-    return (
-        f"query {query}: {', '.join(changed)} since its last run; {'; '.join(left)} "
-        f"(--full-refresh {' '.join(tables)} rebuilds them from the input)"
-    )
+    # A source that cannot replay (a socket) has no rebuild to offer.
+    rebuild = f" (--full-refresh {' '.join(tables)} rebuilds them from the input)"
+    rebuild = "" if no_replay else rebuild
+    return f"query {query}: {', '.join(changed)} since its last run; {'; '.join(left)}{rebuild}"
 
 
 def plan_deployment(
@@ -437,7 +459,9 @@ def plan_deployment(
     for q in pipeline.queries:
         for name in q.sinks:
             if name not in tables:
-                tables[name] = _table_action(plan, name, lake, rebuild=q.name in rebuilt)
+                tables[name] = _table_action(
+                    plan, name, lake, rebuild=q.name in rebuilt, input_path=input_path
+                )
     queries = {
         q.name: _query_action(
             plan,

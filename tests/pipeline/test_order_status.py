@@ -21,7 +21,8 @@ from engine.errors import UserError
 from engine.plan import plan_pipeline
 from engine.quality import validate_lake
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import PROJECT, read_table
+from tests.conftest import PROJECT, copy_project, edit, read_table
+from tests.pipeline.test_cli import runner
 
 
 def sums(lake) -> tuple[int, int, Counter]:
@@ -70,6 +71,22 @@ def test_counts_and_totals_add_up_to_what_the_server_sent(spark, tmp_path):
     assert len({r["window_start"] for r in rows}) >= 2  # 6 s of orders span at least two windows
     checked = validate_lake(lake, tmp_path / "report", ["order_counts", "order_totals"])
     assert checked.passed
+
+    # A stateful edit is refused, with advice that a socket can take: --full-refresh, which
+    # the same command refuses for a socket, was advised.
+    project = copy_project(tmp_path / "project")
+    sql = project / "sql" / "order_status" / "order_totals.sql"
+    edit(sql, "max(arrival_time) AS updated_at", "min(arrival_time) AS updated_at")
+    plan = runner(
+        "--pipelines", str(project / "pipelines"), "run", "order_status", "--dry-run",
+        "--lake", str(lake),
+    )  # fmt: skip
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert plan.stdout.splitlines()[-1].endswith(
+        "undo the change, or write order_counts, order_totals, quarantine anew in another lake "
+        "(--lake): pipeline order_status reads a socket, which cannot send its lines again, so "
+        "--full-refresh cannot rebuild them"
+    ), plan.stdout
 
 
 def test_a_stop_ends_while_the_server_keeps_sending(spark, tmp_path):
