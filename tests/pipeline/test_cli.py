@@ -493,8 +493,6 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
             started[line[1 : line.index("]")]] = line
         if set(started) == {"main"}:
             break
-    # No watermark before the first batch: Spark's epoch 0 is not shown as a 1970 time.
-    assert started["main"].rstrip().endswith("watermark -"), started
     # To the whole process group, as a scheduler or `timeout` sends it: Spark's JVM used to
     # stop itself under the run ("Cannot call methods on a stopped SparkContext", exit 1).
     os.killpg(proc.pid, signal.SIGTERM)
@@ -503,6 +501,8 @@ def test_sigterm_stops_a_continuous_run_cleanly(tmp_path):
     assert "query main: input lines 8 = 7 events + 1 quarantined" in out
     assert not err.strip()
     assert (lake / "sessions" / "_delta_log").is_dir()
+    # No watermark before the first batch: Spark's epoch 0 is not shown as a 1970 time.
+    assert started["main"].rstrip().endswith("watermark -"), started
 
 
 def test_a_once_run_cut_short_by_sigterm_says_so(tmp_path):
