@@ -119,10 +119,11 @@ def execute(args: argparse.Namespace) -> int:
         for line in stops:
             print(line)
         return EXIT_USAGE if deployment.refusals or stops else 0
-    # Before the lock, whose file would be the only trace a refused run left in a new lake.
+    # Before the lock, whose file would be the only trace a refused run left in a new lake;
+    # a refused change first, as it needs no server to be said.
+    deployment.check()
     _check_servers(pipeline, args)
     with run_lock(opts.lake, pipeline.name):
-        deployment.check()  # the run checks again, with the session's own settings
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
         stop = stop_on_signals()
         result = run_pipeline(spark, plan, opts, stop=stop)
