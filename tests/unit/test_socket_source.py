@@ -7,6 +7,8 @@ import json
 import pickle
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -115,15 +117,25 @@ def test_bad_port_options(options: dict, message: str) -> None:
         server_address(options)
 
 
-def test_a_last_line_without_newline_and_crlf() -> None:
+@contextmanager
+def connected() -> Iterator[tuple[_LineReader, socket.socket]]:
+    """A reader connected to a server of the test's own, and the connection it accepted."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
         reader = _LineReader("127.0.0.1", listener.getsockname()[1])
         reader.read({"lines": 0})  # connects
         conn, _ = listener.accept()
-        with conn:
-            conn.sendall(b'{"a": 1}\r\n\xff\n{"b"')
+        try:
+            yield reader, conn
+        finally:
+            conn.close()
+            reader.stop()
+
+
+def test_a_last_line_without_newline_and_crlf() -> None:
+    with connected() as (reader, conn):
+        conn.sendall(b'{"a": 1}\r\n\xff\n{"b"')
+        conn.close()
         rows, end = read_until(reader, {"lines": 0}, 3)
-        reader.stop()
     assert [value for value, _ in rows] == ['{"a": 1}', "\ufffd", '{"b"']
     assert end == {"lines": 3}
 
@@ -140,16 +152,11 @@ def test_a_checkpoint_of_sparks_socket_source_goes_on() -> None:
 
 def test_a_line_sent_in_many_pieces_and_lines_split_across_reads() -> None:
     line = b'{"order_id": "' + b"x" * 3_000_000 + b'"}'
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        reader = _LineReader("127.0.0.1", listener.getsockname()[1])
-        reader.read({"lines": 0})  # connects
-        conn, _ = listener.accept()
-        with conn:
-            conn.sendall(b"a\nb")
-            time.sleep(0.1)  # a line's end in the next read
-            conn.sendall(b"c\n\n" + line + b"\nd\n")
+    with connected() as (reader, conn):
+        conn.sendall(b"a\nb")
+        time.sleep(0.1)  # a line's end in the next read
+        conn.sendall(b"c\n\n" + line + b"\nd\n")
         rows, end = read_until(reader, {"lines": 0}, 5)
-        reader.stop()
     assert [value.encode() for value, _ in rows] == [b"a", b"bc", b"", line, b"d"]
     assert end == {"lines": 5}
 
