@@ -122,7 +122,7 @@ def execute(args: argparse.Namespace) -> int:
     # Before the lock, whose file would be the only trace a refused run left in a new lake;
     # a refused change first, as it needs no server to be said.
     deployment.check()
-    _check_servers(pipeline, args)
+    _check_servers(pipeline, args, spark_conf)
     with run_lock(opts.lake, pipeline.name):
         spark = get_spark(spark_conf, log_file=None if args.debug else lake_log_file(opts.lake))
         stop = stop_on_signals()
@@ -156,10 +156,16 @@ def _lint_errors(pipeline: Pipeline, *, quality: bool) -> list[str]:
     return [f"refused: {f.where}: {f.message} [{f.code}]" for f in errors]
 
 
-def _check_servers(pipeline: Pipeline, args: argparse.Namespace) -> None:
-    """A socket server or a Kafka broker that accepts no connection is one line now, before
-    Spark starts and any table or checkpoint is made (the first batch, or the Kafka client
-    after 15 s of asking, would fail later). A continuous run waits for its broker instead."""
+def _check_servers(
+    pipeline: Pipeline, args: argparse.Namespace, spark_conf: Mapping[str, str]
+) -> None:
+    """The Spark master or Connect server, a socket server or a Kafka broker that accepts no
+    connection is one line now, before Spark starts and anything is written (the first batch,
+    or the Kafka client after 15 s of asking, would fail later). A continuous run waits for its
+    broker instead."""
+    from engine.runtime.session import check_spark
+
+    check_spark(spark_conf)
     if pipeline.source.kind == "socket" and args.input is None:
         from engine.sources.socket_lines import check_server, server_address
 

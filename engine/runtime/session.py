@@ -25,12 +25,12 @@ from engine.runtime.cluster import (
     ship_project,
 )
 from engine.runtime.conf import DEFAULT_CONF
-from engine.runtime.connect import REMOTE, connect_session
+from engine.runtime.connect import REMOTE, check_remote, connect_session
 from engine.runtime.errors import without_sqlstate
 from engine.runtime.jars import DELTA_CATALOG, find_packages
 from engine.runtime.scratch import scratch_folder
 
-__all__ = ["default_writer", "get_spark", "has_delta"]
+__all__ = ["check_spark", "default_writer", "get_spark", "has_delta"]
 
 
 @contextmanager
@@ -59,6 +59,19 @@ def _scratch_warehouse() -> str:
     # `spark-warehouse/` in whatever folder the command was started from, a read-only `query`
     # included; here it is a temporary folder, removed when the process ends.
     return str(scratch_folder("streamlake-warehouse-"))
+
+
+def check_spark(conf: Mapping[str, str]) -> None:
+    """Fail in one line when the Spark that `conf` names has a URL of no known form or does not
+    answer (a master, a Connect server): what `get_spark` checks, for a run to say it before
+    it writes anything, its lock included."""
+    remote = conf.get(REMOTE)
+    if remote is not None:
+        check_remote(remote)
+        return
+    settings = {**DEFAULT_CONF, **conf}
+    check_settings(settings)
+    check_reachable(settings)
 
 
 def get_spark(

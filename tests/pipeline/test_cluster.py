@@ -129,9 +129,8 @@ def test_unreachable_master_is_one_line_exit_2_and_writes_nothing(tmp_path):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: --conf spark.master=spark://127.0.0.1:{closed}")
     assert "unreachable" in lines[0]
-    # Only the run's lock (engine/lake/run_lock.py), taken before Spark starts: no table,
-    # no checkpoint, no log.
-    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["_runs"]
+    # Said before the run's lock is taken (engine/lake/run_lock.py): the new lake is not made.
+    assert not (tmp_path / "lake").exists()
 
 
 @pytest.mark.parametrize(
@@ -170,6 +169,7 @@ def test_a_setting_spark_cannot_start_with_is_one_line_exit_2(tmp_path, setting,
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: {named}"), lines[0]
+    assert not (tmp_path / "lake").exists()  # said before the run's lock is taken
 
 
 def test_a_master_without_a_worker_is_one_line_exit_2(tmp_path):
