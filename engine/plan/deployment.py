@@ -268,9 +268,9 @@ def _kafka_start_lost(pipeline: Pipeline) -> str | None:
 def _no_replay(plan: Plan, input_path: str | None = None) -> str | None:
     """Why the pipeline's source can never be read again, or None (files, Kafka and Delta
     can, unless a file or a message is gone: `replay_problem` asks at the full refresh)."""
-    if plan.pipeline.source.kind == "socket" and input_path is None:
-        return replay_problem(plan.pipeline, Path(), input_path=None)
-    return None
+    if plan.pipeline.source.kind != "socket" or input_path is not None:
+        return None
+    return replay_problem(plan.pipeline, Path(), input_path=None)  # a socket's needs no checkpoint
 
 
 def replay_problem(pipeline: Pipeline, checkpoint: Path, *, input_path: str | None) -> str | None:

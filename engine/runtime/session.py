@@ -92,10 +92,10 @@ def get_spark(
         _check_sql_conf(spark)
         return spark
     # The Spark packages fetched by `make` (engine/runtime/jars.py).
+    # An unreachable master: one line now, not a minute of retries.
+    check_spark(conf or {})
     settings = {**DEFAULT_CONF, **find_packages().spark_conf(), **(conf or {})}
-    check_settings(settings)
     settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
-    check_reachable(settings)  # an unreachable master: one line now, not a minute of retries
     settings.update(executor_conf(settings))
     builder = SparkSession.builder
     for key, value in settings.items():
