@@ -12,8 +12,10 @@ shared file system).
 from __future__ import annotations
 
 import urllib.parse
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -24,7 +26,10 @@ from engine.runtime.cluster import project_zip
 from engine.runtime.errors import without_sqlstate
 from engine.runtime.scratch import scratch_folder
 
-__all__ = ["REMOTE", "connect_session", "is_connect", "isolated_session"]
+if TYPE_CHECKING:  # Spark Connect's client packages: a local run never loads them
+    from pyspark.sql.connect.client.retries import RetryPolicy
+
+__all__ = ["REMOTE", "connect_session", "is_connect", "isolated_session", "server_gone"]
 
 #: The setting that names a Spark Connect server.
 REMOTE = "spark.remote"
@@ -77,6 +82,10 @@ def connect_session(url: str, defaults: Mapping[str, str], conf: Mapping[str, st
     every setting of `conf` (the user's), which must be such a setting."""
     check_remote(url)
     spark = SparkSession.builder.remote(url).getOrCreate()
+    spark.client.set_retry_policies([_retries()])  # type: ignore[attr-defined]
+    # pyspark's warnings when the server stopped answering: the run ends with its own line then.
+    for gave_up in (r"\[RETRIES_EXCEEDED\]", "StreamingQueryListenerBus Handler thread"):
+        warnings.filterwarnings("ignore", message=gave_up, category=UserWarning)
     for key, value in conf.items():
         if key != REMOTE and not spark.conf.isModifiable(key):
             raise UserError(
@@ -94,6 +103,47 @@ def connect_session(url: str, defaults: Mapping[str, str], conf: Mapping[str, st
     # project's packages from this zip (the session keeps it until it ends).
     spark.addArtifacts(str(project_zip(scratch_folder("streamlake-pyfiles-"))), pyfile=True)
     return spark
+
+
+def _retries() -> RetryPolicy:
+    """pyspark's retries of a server that does not answer, shortened, and ended by `server_gone`.
+
+    pyspark retries each call for ten minutes or more, and a run's loop, its clean-up and
+    pyspark's own at exit make several calls in turn: a run whose server died printed nothing
+    for an hour, and a stop signal waited as long. Here: waits of 0.05, 0.2, 0.8 and 3.2 s,
+    then 5 s, about 25 s a call, enough for a network hiccup."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class Retries(DefaultPolicy):
+        gone = False  # set once the run found the server gone: calls under way stop retrying
+
+        def can_retry(self, e: BaseException) -> bool:
+            return not self.gone and super().can_retry(e)
+
+    return Retries(max_retries=8, max_backoff=5000)
+
+
+def server_gone(spark: SparkSession, err: BaseException) -> UserError | None:
+    """The one line for a Spark Connect server that stopped answering during a run (None when
+    `err` is something else). The session's later calls then fail at once: the run's clean-up
+    and pyspark's own at exit would each retry it again."""
+    if not is_connect(spark):
+        return None
+    import grpc
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    if not isinstance(err, SparkConnectGrpcException):
+        return None
+    if err.getGrpcStatusCode() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    for policy in spark.client.get_retry_policies():  # type: ignore[attr-defined]
+        policy.gone = True
+    endpoint = spark.client._builder.endpoint  # type: ignore[attr-defined]
+    return UserError(
+        f"--conf {REMOTE}=sc://{endpoint}: the Spark Connect server stopped answering during "
+        "the run (its queries ran there): run again once it answers; the run resumes from its "
+        "checkpoints"
+    )
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from engine.plan import Plan
 from engine.plan.deployment import Deployment, plan_deployment, set_aside
 from engine.plan.fingerprint import PINNED_CONF, write_fingerprint
 from engine.runtime.batch_views import BatchViews
+from engine.runtime.connect import server_gone
 from engine.runtime.due_timers import queue_due_timers
 from engine.runtime.events import RunRecorder, versions
 from engine.runtime.progress import ProgressListener
@@ -232,6 +233,7 @@ def run_pipeline(
     kafka_servers = pipeline.kafka.get("bootstrap.servers", "") if connector == "native" else ""
     view_files = {name.lower(): step.path for name, step in plan.steps.items()}
     status, message = ("finished" if opts.once else "stopped"), None
+    gone: UserError | None = None
     try:
         for name, spec in specs.items():
             clear_records(result.writers[name].checkpoint)
@@ -309,14 +311,18 @@ def run_pipeline(
                 topics = "kafka:" + ",".join(specs[name].topics)
                 result.direct[name] = Counter({topics: totals.sink_rows})
     except BaseException as err:
-        status, message = "failed", first_line(err)
+        gone = server_gone(spark, err)
+        status, message = "failed", first_line(gone or err)
         recorder.error(None, message)
+        if gone:
+            raise gone from None
         raise
     finally:
-        for q in queries.values():
-            if q.isActive:
-                q.stop()
-        spark.streams.removeListener(listener)
+        if gone is None:  # a server that went away took the queries and the listener with it
+            for q in queries.values():
+                if q.isActive:
+                    q.stop()
+            spark.streams.removeListener(listener)
         written = sum((result.written(name) for name in result.writers), Counter())
         recorder.stop(status=status, message=message, rows=written)
     return result

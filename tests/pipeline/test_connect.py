@@ -8,9 +8,12 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from subprocess import PIPE
 
 import pyspark
 import pytest
@@ -22,7 +25,7 @@ from engine.plan import plan_pipeline
 from engine.runtime.conf import DEFAULT_CONF
 from engine.runtime.jars import find_packages
 from engine.runtime.run import RunOptions, run_pipeline
-from tests.conftest import read_table
+from tests.conftest import PROJECT, read_table
 from tests.pipeline.spark_processes import DATA, guarded_python, run_server_logs, stop
 
 SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
@@ -30,11 +33,11 @@ SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 TABLES = ("events", "sessions", "carts", "purchases", "quarantine")
 
 
-@pytest.fixture(scope="module")
-def connect(tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """A Spark Connect server on 127.0.0.1 with the Delta jar, as a user starts one; its URL
-    and the markers folder its Python workers leave a file in."""
-    root = tmp_path_factory.mktemp("connect")
+@contextmanager
+def connect_server(root: Path) -> Iterator[tuple[str, Path, subprocess.Popen]]:
+    """A Spark Connect server on 127.0.0.1 with the Delta jar, as a user starts one; its URL,
+    the markers folder its Python workers leave a file in, and its process."""
+    root.mkdir(exist_ok=True)
     python, markers = guarded_python(root)
     port = free_port()
     conf = {
@@ -60,9 +63,16 @@ def connect(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             assert server.poll() is None, (root / "server.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the Spark Connect server did not start"
             time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}", markers
+        yield f"sc://127.0.0.1:{port}", markers, server
     finally:
         stop(server)
+
+
+@pytest.fixture(scope="module")
+def connect(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The module's Connect server: its URL and its workers' markers folder."""
+    with connect_server(tmp_path_factory.mktemp("connect")) as (url, markers, _):
+        yield url, markers
 
 
 def test_spark_connect_writes_the_tables_of_a_local_run(spark, connect, tmp_path):
@@ -99,3 +109,34 @@ def test_a_setting_of_the_server_is_one_line_exit_2(connect, tmp_path):
         "error: --conf spark.driver.memory=4g: a setting of the Spark Connect server, not of a "
         "session; set it where the server starts"
     ]
+
+
+def test_a_server_that_dies_mid_run_ends_the_run_in_one_line_exit_2(tmp_path):
+    """pyspark retries each call to a server that went away for ten minutes or more: the run
+    printed nothing for an hour and ignored SIGTERM. Now it ends within a minute, in one line."""
+    lake = tmp_path / "lake"
+    with connect_server(tmp_path / "server") as (url, _, server):
+        args = [sys.executable, str(PROJECT / "runner.py"), "run", "server_logs"]
+        args += ["--lake", str(lake), "--input", str(DATA), "--conf", f"spark.remote={url}"]
+        run = subprocess.Popen(args, cwd=tmp_path, stdout=PIPE, stderr=PIPE, text=True)
+        try:
+            # Batch 0 planned: the run is under way, its query in the server.
+            planned = lake / "_checkpoints" / "server_logs" / "main" / "offsets" / "0"
+            deadline = time.monotonic() + 300
+            while not planned.exists() and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert planned.exists(), run.communicate(timeout=30)
+            server.kill()
+            server.wait()
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 2, stderr
+    line = (
+        f"--conf spark.remote={url}: the Spark Connect server stopped answering during the run "
+        "(its queries ran there): run again once it answers; the run resumes from its checkpoints"
+    )
+    assert stderr.splitlines() == [f"error: {line}"]
+    stops = [e for e in EventLog(lake).read().to_pylist() if e["kind"] == "run_stop"]
+    assert [(e["status"], e["message"]) for e in stops] == [("failed", line)]
