@@ -160,25 +160,58 @@ def load_handler_class(class_path: str, *, project: Path | None = None) -> type[
         dataclasses.is_dataclass(state) or (isinstance(state, type) and issubclass(state, tuple))
     ):
         raise ValueError(f"{class_path}: state_type {state!r} is not a dataclass or NamedTuple")
+    problem = _state_fields_problem(cls)
+    if problem:
+        raise ValueError(f"{class_path}: {problem}")
     return cls
+
+
+def _state_fields_problem(cls: type[StateHandler]) -> str | None:
+    """Why the state's fields do not match `state_schema` under the default row mapping, which
+    is by position: a field added to the dataclass alone failed the first batch in Spark's
+    words, or at a restart, and two fields swapped read each other's stored values."""
+    own_mapping = any(
+        getattr(cls, m) is not getattr(StateHandler, m) for m in ("state_to_row", "state_from_row")
+    )
+    state = cls.state_type
+    if dataclasses.is_dataclass(state):
+        fields = [f.name for f in dataclasses.fields(state)]
+    else:
+        fields = list(getattr(state, "_fields", ()))
+    if own_mapping or not fields:  # a mapping of its own, or a bare tuple: its names are unknown
+        return None
+    columns = [c.name for c in _columns(cls.state_schema)]
+    if [f.lower() for f in fields] == [c.lower() for c in columns]:
+        return None
+    return (
+        f"state_type {state.__name__}'s fields ({', '.join(fields)}) do not match state_schema's "
+        f"columns ({', '.join(columns)}): the state is stored by position, so name them alike "
+        "in the same order (or override state_to_row and state_from_row)"
+    )
 
 
 def _schema_problem(ddl: Any) -> str | None:
     """Why `ddl` is not a schema of named, typed columns (`a STRING, b BIGINT`); Spark said it at
     the run, naming no handler, and a misspelt type read as a missing column at `lint`."""
-    import sqlglot
     from sqlglot.errors import SqlglotError
 
     if not isinstance(ddl, str):
         return f"expected text such as 'a STRING, b BIGINT', not {ddl!r}"
     try:
-        columns = sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark").this.expressions
+        columns = _columns(ddl)
     except SqlglotError as err:
         found = getattr(err, "errors", None) or [{}]
         at = found[0].get("highlight")
         return f"not a schema Spark reads{f' (at {at!r})' if at else ''}: {ddl!r}"
     untyped = [c.name for c in columns if c.args.get("kind") is None]
     return f"column(s) {', '.join(untyped)} without a type" if untyped else None
+
+
+def _columns(ddl: str) -> list[Any]:
+    """The column definitions of a schema in Spark DDL (sqlglot's SqlglotError if unreadable)."""
+    import sqlglot
+
+    return sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark").this.expressions
 
 
 #: What a handler class must declare (StateHandler's attributes without a default).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,8 +55,14 @@ def connect_server(root: Path) -> Iterator[tuple[str, Path, subprocess.Popen]]:
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
     with (root / "server.log").open("w") as log:
+        # A group of its own: a test that kills the server kills its Python workers with it.
         server = subprocess.Popen(
-            [*args, "spark-internal"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT
+            [*args, "spark-internal"],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 120
@@ -126,7 +133,9 @@ def test_a_server_that_dies_mid_run_ends_the_run_in_one_line_exit_2(tmp_path):
             while not planned.exists() and run.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.5)
             assert planned.exists(), run.communicate(timeout=30)
-            server.kill()
+            # As a machine that fails: the server and its Python workers (which would
+            # otherwise retry their own calls to it for ten minutes) end at once.
+            os.killpg(server.pid, signal.SIGKILL)
             server.wait()
             _, stderr = run.communicate(timeout=120)
         finally:

@@ -96,6 +96,28 @@ BROKEN = [
         "    state_type = dict\n    state_schema = output_schema = 'a INT'\n",
         "handlers.broken:RunningTotal: state_type <class 'dict'> is not a dataclass or NamedTuple",
     ),
+    # A field added to the dataclass alone: Spark's error at the first batch, or at a restart.
+    (
+        "import dataclasses\nfrom engine.definitions.handler import StateHandler\n"
+        "@dataclasses.dataclass\nclass Total:\n    amount: float\n    records: int\n"
+        "    last: str\n"
+        "class RunningTotal(StateHandler):\n    key = columns = ('currency',)\n"
+        "    state_type = Total\n    state_schema = 'amount DOUBLE, records BIGINT'\n"
+        "    output_schema = 'a INT'\n",
+        "handlers.broken:RunningTotal: state_type Total's fields (amount, records, last) do not "
+        "match state_schema's columns (amount, records): the state is stored by position, so "
+        "name them alike in the same order (or override state_to_row and state_from_row)",
+    ),
+    # Two fields swapped: each would read the other's stored value.
+    (
+        "from typing import NamedTuple\nfrom engine.definitions.handler import StateHandler\n"
+        "class Total(NamedTuple):\n    records: int\n    amount: float\n"
+        "class RunningTotal(StateHandler):\n    key = columns = ('currency',)\n"
+        "    state_type = Total\n    state_schema = 'amount DOUBLE, records BIGINT'\n"
+        "    output_schema = 'a INT'\n",
+        "handlers.broken:RunningTotal: state_type Total's fields (records, amount) do not match "
+        "state_schema's columns (amount, records)",
+    ),
 ]
 
 
@@ -106,6 +128,23 @@ def test_a_handler_that_cannot_run_is_refused_as_it_loads(tmp_path: Path, text: 
     with pytest.raises(ValueError) as caught:
         load_handler_class("handlers.broken:RunningTotal", project=tmp_path)
     assert str(caught.value).startswith(said)
+
+
+def test_a_state_with_its_own_row_mapping_may_name_its_fields_otherwise(tmp_path: Path):
+    (tmp_path / "handlers").mkdir()
+    (tmp_path / "handlers" / "own.py").write_text(
+        "import json\nfrom typing import NamedTuple\n"
+        "from engine.definitions.handler import StateHandler\n"
+        "class Seen(NamedTuple):\n    products: dict\n"
+        "class Carts(StateHandler):\n    key = columns = ('customer',)\n"
+        "    state_type = Seen\n    state_schema = 'products_json STRING'\n"
+        "    output_schema = 'a INT'\n"
+        "    def state_to_row(self, state):\n        return (json.dumps(state.products),)\n"
+        "    def state_from_row(self, row):\n        return Seen(json.loads(row[0]))\n"
+    )
+    cls = load_handler_class("handlers.own:Carts", project=tmp_path)
+    handler = cls()
+    assert handler.state_from_row(handler.state_to_row(cls.state_type({"p": 2}))) == ({"p": 2},)
 
 
 # (the handler's timeout_mode property's body, what lint says of the pipeline)
