@@ -188,8 +188,9 @@ def _files_gone(checkpoint: Path) -> list[str]:
 
 
 def _batch_files(checkpoint: Path, batch: int) -> list[Path]:
-    """The input files Spark's file source read in `batch`: the log entries (each with its
-    batchId) after the previous batch's `logOffset` in the offset log, up to this one's."""
+    """The input files Spark's file source lists again when the query resumes after `batch`:
+    those of the newest batch up to it that read any, i.e. the log entries (each with its
+    batchId) after that batch's predecessor's `logOffset` in the offset log, up to its own."""
 
     def log_offset(b: int) -> int:
         try:  # a version line, the batch's metadata, then one offset per source
@@ -201,7 +202,12 @@ def _batch_files(checkpoint: Path, batch: int) -> list[Path]:
         except (OSError, IndexError, ValueError, KeyError, TypeError):
             return -1
 
-    first, last = log_offset(batch - 1) + 1, log_offset(batch)
+    last = log_offset(batch)
+    # A batch that read no file (one that only moved the watermark or fired timers, as a
+    # --once run's last batch) keeps its predecessor's offset: the check was skipped after it.
+    while batch > 0 and log_offset(batch - 1) == last:
+        batch -= 1
+    first = log_offset(batch - 1) + 1
     log = checkpoint / "sources" / "0"
     entries = sorted(log.iterdir()) if log.is_dir() else []
     return [

@@ -58,9 +58,17 @@ def first_run(spark, tmp_path_factory) -> Path:
 def workspace(first_run: Path, tmp_path: Path) -> Path:
     """A copy of the first run's folder, with a copy of the project's definitions in
     `project/`."""
-    shutil.copytree(first_run, tmp_path / "ws")
-    copy_project(tmp_path / "ws" / "project")
-    return tmp_path / "ws"
+    ws = tmp_path / "ws"
+    shutil.copytree(first_run, ws)
+    copy_project(ws / "project")
+    # The checkpoint names the files it read by their paths, and a file stream resumes only in
+    # the folder it read: the copy's checkpoint reads as if its run had read the copy's `in/`.
+    for log in sorted((ws / "lake" / CHECKPOINT / "sources" / "0").iterdir()):
+        if log.suffix == ".crc":  # Hadoop's checksum of the old text would refuse the new
+            log.unlink()
+        else:
+            log.write_text(log.read_text().replace(f"file://{first_run}/", f"file://{ws}/"))
+    return ws
 
 
 def add_event_kind_and_widen_quantity(project: Path) -> None:
@@ -416,6 +424,22 @@ def test_a_file_stream_resumes_only_in_the_folder_it_read(spark, tmp_path: Path)
     again = run_cli(first)
     assert again.returncode == 0, again.stderr
     assert "query main: 0 batches" in again.stdout
+
+
+def test_another_folder_is_refused_after_a_last_batch_that_read_no_file(workspace: Path):
+    # The --once run's last batch only moved the watermark: with no files of its own to list,
+    # another folder was read into the checkpoint, as new files (found 2026-11-29).
+    project, lake, other = workspace / "project", workspace / "lake", workspace / "all"
+    checkpoint = lake / CHECKPOINT
+    offsets = [(checkpoint / "offsets" / b).read_text().splitlines()[2] for b in ("0", "1")]
+    assert offsets[0] == offsets[1], "the run's last batch read files: this test needs none"
+    plan = dry_run(project, lake, other)
+    assert plan.returncode == 2, plan.stdout
+    read = sorted((workspace / "in").iterdir())[-1]
+    assert (
+        f"query main: refused: --input {other}: checkpoint {checkpoint} read {read} last, "
+        "outside that folder"
+    ) in plan.stdout
 
 
 def test_a_new_table_resumes_saying_it_gets_only_new_input(workspace: Path):
