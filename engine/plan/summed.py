@@ -42,10 +42,27 @@ def _problem(
     if step is None or not step.aggregates:
         return f"{what} must be a GROUP BY of count() and sum() by the table's key", None
     query = step.tree.expression
-    for call in (c for s in query.selects for c in s.find_all(exp.AggFunc)):
-        if not isinstance(call, _ADDITIVE):
+    for column in query.selects:
+        for call in column.find_all(exp.AggFunc):
             name = call.sql_name().lower()
-            return f"{what} may only count() and sum(), which add up; not {name}()", call
+            if not isinstance(call, _ADDITIVE):
+                return f"{what} may only count() and sum(), which add up; not {name}()", call
+            if call.find(exp.Distinct):
+                # Distinct values of two batches may be the same ones: their counts do not add.
+                return (
+                    f"{what} may only count() and sum(), which add up; not {name}(DISTINCT)",
+                    call,
+                )
+        summed = column.unalias()
+        while isinstance(summed, exp.Filter):  # count(*) FILTER (WHERE ...) adds up too
+            summed = summed.this
+        if summed.find(exp.AggFunc) and not isinstance(summed, _ADDITIVE):
+            # A ratio or a product of a batch's sums is not the ratio of the totals.
+            return (
+                f"{what}: column {column.alias_or_name} must be one count() or sum(), which "
+                "add up; compute ratios and the like where the table is read",
+                column,
+            )
     if query.args.get("having") is not None:
         return f"{what} cannot filter with HAVING: a batch sees part of each group", None
     keys = [s.alias_or_name for s in query.selects if not any(s.find_all(exp.AggFunc))]

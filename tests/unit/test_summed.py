@@ -43,6 +43,20 @@ REFUSED = [
         "max(event_time) AS events",
         "may only count() and sum(), which add up; not max()",
     ),
+    # Found 2026-11-29: each batch's figures were added up into impossible totals.
+    (
+        COUNTS_SQL,
+        "count(*) AS events",
+        "count(DISTINCT activity) AS events",
+        "may only count() and sum(), which add up; not count(DISTINCT)",
+    ),
+    (
+        COUNTS_SQL,
+        "count(*) AS events",
+        "sum(CASE WHEN activity = 'bike' THEN 1 ELSE 0 END) * 100D / count(*) AS events",
+        "column events must be one count() or sum(), which add up; compute ratios and the like "
+        "where the table is read",
+    ),
     (
         COUNTS_SQL,
         "GROUP BY user",
@@ -79,6 +93,17 @@ def test_what_cannot_be_summed_is_a_finding(tmp_path: Path, file, old, new, mess
     _, findings = check_pipeline(Registry(project / "pipelines").get("user_activity"))
     messages = [f.message for f in findings if f.code == "table"]
     assert any(message in m for m in messages), messages
+
+
+def test_a_filtered_count_is_summed(tmp_path: Path):
+    project = copy_project(tmp_path)
+    edit(
+        project / COUNTS_SQL,
+        "count(*) AS events",
+        "count(*) FILTER (WHERE activity = 'bike') AS events",
+    )
+    _, findings = check_pipeline(Registry(project / "pipelines").get("user_activity"))
+    assert [f.message for f in findings if f.code == "table"] == []
 
 
 def test_an_add_table_sums_numbers_only(tmp_path: Path):
