@@ -175,6 +175,8 @@ fields AS (
     if(regular, j.User, try_variant_get(doc, '$.User', 'string')) AS user,
     if(regular, j.Creation_Time, try_variant_get(doc, '$.Creation_Time', 'bigint')) AS creation_ns,
     if(regular, j.Arrival_Time, try_variant_get(doc, '$.Arrival_Time', 'bigint')) AS arrival_ms,
+    -- An integer past BIGINT reads as NULL above, as an allowed missing Arrival_Time does.
+    try_variant_get(doc, '$.Arrival_Time', 'decimal(38,0)') AS arrival_whole,
     if(regular, j.gt, try_variant_get(doc, '$.gt', 'string')) AS activity,
     if(regular, j.Device, try_variant_get(doc, '$.Device', 'string')) AS device,
     if(regular, j.Model, try_variant_get(doc, '$.Model', 'string')) AS model,
@@ -212,6 +214,8 @@ judged AS (
         OR event_time > current_timestamp() + INTERVAL 1 DAY
         THEN concat('Creation_Time out of range: ', creation_ns)
       WHEN NOT arrival_in_range THEN concat('Arrival_Time out of range: ', arrival_ms)
+      WHEN arrival_ms IS NULL AND arrival_whole IS NOT NULL
+        THEN concat('Arrival_Time out of range: ', arrival_whole)
       -- NaN, Infinity and numbers past the double range (1e400).
       WHEN isnan(x) OR abs(x) = double('Infinity') THEN 'non-finite number: x'
       WHEN isnan(y) OR abs(y) = double('Infinity') THEN 'non-finite number: y'
