@@ -202,12 +202,13 @@ def _batch_files(checkpoint: Path, batch: int) -> list[Path]:
         except (OSError, IndexError, ValueError, KeyError, TypeError):
             return -1
 
-    last = log_offset(batch)
+    last, before = log_offset(batch), log_offset(batch - 1)
     # A batch that read no file (one that only moved the watermark or fired timers, as a
     # --once run's last batch) keeps its predecessor's offset: the check was skipped after it.
-    while batch > 0 and log_offset(batch - 1) == last:
+    while batch > 0 and before == last:
         batch -= 1
-    first = log_offset(batch - 1) + 1
+        before = log_offset(batch - 1)
+    first = before + 1
     log = checkpoint / "sources" / "0"
     entries = sorted(log.iterdir()) if log.is_dir() else []
     return [

@@ -91,9 +91,8 @@ def get_spark(
         spark = connect_session(remote, DEFAULT_CONF, conf or {})
         _check_sql_conf(spark)
         return spark
+    check_spark(conf or {})  # an unreachable master: one line now, not a minute of retries
     # The Spark packages fetched by `make` (engine/runtime/jars.py).
-    # An unreachable master: one line now, not a minute of retries.
-    check_spark(conf or {})
     settings = {**DEFAULT_CONF, **find_packages().spark_conf(), **(conf or {})}
     settings.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
     settings.update(executor_conf(settings))
