@@ -36,6 +36,9 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
             spark.sql(query).createOrReplaceTempView(step.name)
         else:
             spark.sql(step.sql)
+            # A view made by SQL keeps its text, which Spark analyzes again wherever a later
+            # view or the query reads it, the whole chain below it each time: kept as its plan.
+            spark.table(step.name).createOrReplaceTempView(step.name)
         apply_rules(spark, step)
     except (PySparkException, SqlError) as err:
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None
