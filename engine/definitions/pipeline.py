@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.definitions.durations import Duration, parse_duration
-from engine.definitions.source_options import check_source_options
+from engine.definitions.source_options import check_source_options, options_for
 from engine.definitions.yaml_files import (
     At,
     mapping,
@@ -173,9 +173,10 @@ class Pipeline:
             raise UserError("--conf source.table: a delta source needs the lake table it reads")
         check_source_options(kind, source_opts, "--conf source.")
         _check_servers(kafka, "--conf kafka.")
-        source = replace(
-            self.source, kind=kind, table=table, options={**self.source.options, **source_opts}
-        )
+        spec_opts = self.source.options
+        if kind != self.source.kind:  # the spec's options were for another reader
+            spec_opts = options_for(kind, spec_opts)
+        source = replace(self.source, kind=kind, table=table, options={**spec_opts, **source_opts})
         return replace(
             self,
             settings={**self.settings, **overrides},

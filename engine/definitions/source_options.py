@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.errors import UserError, closest
 
-__all__ = ["check_source_options", "spark_kafka_only"]
+__all__ = ["check_source_options", "options_for", "spark_kafka_only"]
 
 # This project's Kafka options, which both connectors read (engine/sources/kafka_topic.py).
 _BOTH_KAFKA_CONNECTORS = (
@@ -127,6 +127,15 @@ def check_source_options(kind: str, options: Mapping[str, Any], where: str) -> N
                 f"{where}{name}: not an option of a {kind} source{meant} "
                 f"(options: {', '.join(known)})"
             )
+
+
+def options_for(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Of a spec's options, written for a source of another kind, those `kind`'s reader also
+    takes (a socket's `host` is nothing to a Kafka topic; the Python Kafka source refuses it)."""
+    if kind in _EXACT:
+        return {name: value for name, value in options.items() if name in _KNOWN[kind]}
+    known = {k.lower() for k in _KNOWN[kind]}
+    return {name: value for name, value in options.items() if name.lower() in known}
 
 
 def spark_kafka_only(options: Mapping[str, Any]) -> list[str]:

@@ -214,6 +214,22 @@ def test_setting_names_are_the_users_own(folder: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "conf", "options"),
+    [
+        # The spec's options are its reader's: another kind keeps those its reader also takes.
+        ("order_status", {"source.kind": "kafka", "source.topic": "o"}, {"topic": "o"}),
+        ("server_logs", {"source.kind": "kafka", "source.topic": "o"}, {"topic": "o"}),
+        ("server_logs", {"source.kind": "delta", "source.table": "t"}, {"maxFilesPerTrigger": 100}),
+        ("order_status", {"source.port": "1"}, {"host": "127.0.0.1", "port": "1"}),
+    ],
+)
+def test_another_kind_keeps_the_options_its_reader_takes(
+    name: str, conf: dict[str, str], options: dict[str, object]
+) -> None:
+    assert Registry().get(name).with_settings(conf).source.options == options
+
+
+@pytest.mark.parametrize(
     ("conf", "message"),
     [
         ({"cart_tl": "1"}, "--conf cart_tl: not a setting of pipeline shop (settings: none)"),
