@@ -3,11 +3,12 @@ a restart after a SQL, handler or setting change says what Spark cannot resume f
 Spark meets it (no Spark here).
 
 A fingerprint lists the streaming part's state: each deduplication key, grouping and its
-aggregates, watermark column, and each handler's key and state schema; and each table's write
-mode and merge key. Settings Spark pins in the checkpoint (shuffle partitions, the state store)
-are read from Spark's own offset log. It also keeps the logic each table is computed from (a
-digest of each view's SQL and rules, each handler's module, the settings handlers read), so a
-resumed run can say which tables hold rows the old logic made.
+aggregates, watermark column, and each handler's key and state schema, with the time windows
+each one's input is cut into; and each table's write mode and merge key. Settings Spark pins
+in the checkpoint (shuffle partitions, the state store) are read from Spark's own offset log.
+It also keeps the logic each table is computed from (a digest of each view's SQL and rules,
+each handler's module, the settings handlers read), so a resumed run can say which tables
+hold rows the old logic made.
 """
 
 from __future__ import annotations
@@ -66,6 +67,31 @@ def _step_state(step: SqlStep) -> list[tuple[str, list[str]]]:
     return state
 
 
+# Time windows cut a stateful step's input into the groups its state is kept by: a handler
+# keyed by a window's start (sensor_cep's sample_group) holds the old windows' rows.
+_WINDOWS = ("window", "session_window")
+
+
+def _input_windows(names: Sequence[str], steps: Mapping[str, SqlStep]) -> tuple[list[str], str]:
+    """The time windows of these views and of every view they read, as sqlglot writes them,
+    and the file of the first view that has one ("" for none)."""
+    found: list[str] = []
+    where = ""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop(0)
+        if name in seen or name not in steps:
+            continue
+        seen.add(name)
+        for call in steps[name].tree.find_all(exp.Anonymous):
+            if call.name.lower() in _WINDOWS and _sql(call) not in found:
+                found.append(_sql(call))
+                where = where or str(steps[name].path)
+        todo += sorted(steps[name].references)
+    return found, where
+
+
 def _handler_file(handler: StateHandler) -> str:
     return inspect.getsourcefile(type(handler)) or type(handler).__module__
 
@@ -111,9 +137,16 @@ def query_fingerprint(
     """The state a query's checkpoint holds, the Kafka topic its offsets are of, the tables it
     writes and the logic each table's rows come from, as plain JSON values."""
     state: list[dict[str, Any]] = []
+    inputs = {n: o.handlers.input for o in query.outputs if o.handlers for n in o.handlers.names}
     for name in query.streaming_steps:
+        windows: tuple[list[str], str] | None = None
         if name in steps:
             pieces, file = _step_state(steps[name]), str(steps[name].path)
+            if steps[name].distinct or steps[name].aggregates:
+                # Not those of its own grouping, which is a piece already.
+                grouped = {v for what, values in pieces if what == "grouping" for v in values}
+                found, where = _input_windows([name], steps)
+                windows = [w for w in found if w not in grouped], where
         elif name in handlers:
             handler = handlers[name]
             pieces = [
@@ -122,9 +155,14 @@ def query_fingerprint(
                 ("handler state layout", [f"keys in {STATE_BUCKETS} buckets"]),
             ]
             file = _handler_file(handler)
+            windows = _input_windows([inputs[name]], steps)
         else:
             continue
         state += [{"step": name, "what": w, "value": v, "file": file} for w, v in pieces]
+        if windows is not None:  # named by the view that cuts them: the file to change back
+            value, where = windows
+            piece = {"step": name, "what": "input windows", "value": value, "file": where or file}
+            state.append(piece)
     logic: dict[str, dict[str, str]] = {}
     written: dict[str, dict[str, Any]] = {}
     for t in query.query.sinks:
@@ -157,6 +195,11 @@ def _words(values: list[str]) -> str:
     return ", ".join(values) or "none"
 
 
+# Pieces of state that fingerprints kept by older versions lack: such a checkpoint is held to
+# the other pieces only, not refused as if they were added.
+_NEWER_PIECES = ("input windows",)
+
+
 def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
     """What changed that the checkpoint's state cannot follow, one phrase each, naming the
     file: a changed key, state schema or watermark column, a stateful step added or removed,
@@ -170,6 +213,8 @@ def state_changes(old: Fingerprint, new: Fingerprint) -> list[str]:
     steps_before = {step for step, _ in before}
     for key, now in after.items():
         was = before.get(key)
+        if was is None and key[1] in _NEWER_PIECES:
+            continue  # a checkpoint from before they were kept: nothing to compare
         if was is None and key[0] in steps_before:
             found.append(
                 f"{now['file']}: {now['what']} of {now['step']} added ({_words(now['value'])})"
@@ -212,7 +257,7 @@ def _whole_steps(
             pieces.setdefault(step, []).append(piece)
     return [
         f"{parts[0]['file']}: state of {step} {verb} ("
-        + "; ".join(f"{p['what']} {_words(p['value'])}" for p in parts)
+        + "; ".join(f"{p['what']} {_words(p['value'])}" for p in parts if p["value"])
         + ")"
         for step, parts in pieces.items()
     ]

@@ -93,6 +93,22 @@ CHANGES = [
         "'lake.key' = 'customer_id'",
         "sessions.sql: lake.key changed (customer_id, session_start -> customer_id)",
     ),
+    # The handler keeps each window's readings by its start: longer windows are other groups.
+    (
+        "sensor_cep",
+        "sql/sensor_cep/windowed_readings.sql",
+        "window(event_time, '60 seconds', '30 seconds')",
+        "window(event_time, '120 seconds', '30 seconds')",
+        "windowed_readings.sql: input windows of window_samples changed (WINDOW(event_time, "
+        "'60 seconds', '30 seconds') -> WINDOW(event_time, '120 seconds', '30 seconds'))",
+    ),
+    (
+        "sensor_cep",
+        "sql/sensor_cep/windowed_readings.sql",
+        "  is_anomalous\n",
+        "  is_anomalous,\n  sensor_freq * 2 AS doubled\n",
+        None,  # a column more for the handler's input: not its windows
+    ),
     (
         "server_logs",
         "sql/server_logs/events.sql",
@@ -136,6 +152,14 @@ def test_a_checkpoint_with_state_per_key_is_named(project: Path):
         f"handler state layout of cart_updates added (keys in {STATE_BUCKETS} buckets)",
         f"handler state layout of session_updates added (keys in {STATE_BUCKETS} buckets)",
     ]
+
+
+def test_a_checkpoint_from_before_input_windows_were_kept_resumes(project: Path):
+    """Its fingerprint has no input windows: they are not named as added."""
+    now = fingerprint(project / "pipelines", "sensor_cep")
+    assert ("window_samples", "input windows") in {(s["step"], s["what"]) for s in now["state"]}
+    before = {**now, "state": [s for s in now["state"] if s["what"] != "input windows"]}
+    assert state_changes(before, now) == []
 
 
 def test_a_new_stateful_step_is_named(project: Path):
