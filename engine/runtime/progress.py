@@ -38,6 +38,9 @@ class QueryTotals:
     sink_rows: int = 0  # rows Spark's own sink wrote (a query without foreachBatch)
     # The query has a deduplication step, so the three counts above mean something.
     deduplicates: bool = False
+    #: An aggregation dropped some of `late`: Spark counts those after its partial aggregation,
+    #: once per group and partition, so `late` is the least number of rows dropped.
+    late_by_group: bool = False
     #: Expectations: rows checked and rows breaking each rule, per view (view -> name -> n).
     expectations: dict[str, Counter[str]] = field(default_factory=dict)
     #: What the handlers counted (`Step.counts`): handler -> name -> n.
@@ -97,6 +100,10 @@ class ProgressListener(StreamingQueryListener):
             # An aggregation (or a handler on event time) drops the rows behind its watermark
             # too: counted here, or such a row would leave no trace.
             late = sum(op.numRowsDroppedByWatermark for op in p.stateOperators)
+        by_group = any(
+            op.numRowsDroppedByWatermark and "statestoresave" in op.operatorName.lower()
+            for op in p.stateOperators
+        )
         state_rows = sum(op.numRowsTotal for op in p.stateOperators)
         watermark = watermark_time(p.eventTime.get("watermark"))
         branches = self.branches.get(name, 1)
@@ -122,6 +129,7 @@ class ProgressListener(StreamingQueryListener):
             t.late += late
             t.sink_rows += max(0, p.sink.numOutputRows)
             t.deduplicates |= dedupe is not None
+            t.late_by_group |= by_group
             t.add_checks(checks)
             for handler, counts in counted.items():
                 t.handler_counts.setdefault(handler, Counter()).update(counts)

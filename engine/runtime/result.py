@@ -80,6 +80,11 @@ class RunResult:
                     + (f" (NOT ACCOUNTED FOR: {missing:,}: {_UNSEEN})" if missing else "")
                     + "\n"
                 )
+            elif t and t.late_by_group:
+                out.write(
+                    f"query {name}: at least {t.late:,} late dropped (rows behind the watermark; "
+                    "Spark counts an aggregation's once per group and partition)\n"
+                )
             elif t and t.late:
                 out.write(f"query {name}: {t.late:,} late dropped (rows behind the watermark)\n")
         for name in sorted(self.cut):
