@@ -72,24 +72,28 @@ def _step_state(step: SqlStep) -> list[tuple[str, list[str]]]:
 _WINDOWS = ("window", "session_window")
 
 
-def _input_windows(names: Sequence[str], steps: Mapping[str, SqlStep]) -> tuple[list[str], str]:
-    """The time windows of these views and of every view they read, as sqlglot writes them,
-    and the file of the first view that has one ("" for none)."""
+def _input_windows(
+    step: str, start: str, steps: Mapping[str, SqlStep], *, file: str, known: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The `input windows` piece of `step`: the time windows of view `start` and of every view
+    it reads, as sqlglot writes them, but those in `known` (a grouping's); its file is the first
+    view that has one, the file to change back (`file` when none has)."""
     found: list[str] = []
     where = ""
     seen: set[str] = set()
-    todo = list(names)
+    todo = [start]
     while todo:
         name = todo.pop(0)
         if name in seen or name not in steps:
             continue
         seen.add(name)
         for call in steps[name].tree.find_all(exp.Anonymous):
-            if call.name.lower() in _WINDOWS and _sql(call) not in found:
-                found.append(_sql(call))
+            window = _sql(call)
+            if call.name.lower() in _WINDOWS and window not in found and window not in known:
+                found.append(window)
                 where = where or str(steps[name].path)
         todo += sorted(steps[name].references)
-    return found, where
+    return {"step": step, "what": "input windows", "value": found, "file": where or file}
 
 
 def _handler_file(handler: StateHandler) -> str:
@@ -139,14 +143,13 @@ def query_fingerprint(
     state: list[dict[str, Any]] = []
     inputs = {n: o.handlers.input for o in query.outputs if o.handlers for n in o.handlers.names}
     for name in query.streaming_steps:
-        windows: tuple[list[str], str] | None = None
+        windows: dict[str, Any] | None = None
         if name in steps:
             pieces, file = _step_state(steps[name]), str(steps[name].path)
             if steps[name].distinct or steps[name].aggregates:
                 # Not those of its own grouping, which is a piece already.
-                grouped = {v for what, values in pieces if what == "grouping" for v in values}
-                found, where = _input_windows([name], steps)
-                windows = [w for w in found if w not in grouped], where
+                grouped = [v for what, values in pieces if what == "grouping" for v in values]
+                windows = _input_windows(name, name, steps, file=file, known=grouped)
         elif name in handlers:
             handler = handlers[name]
             pieces = [
@@ -155,14 +158,11 @@ def query_fingerprint(
                 ("handler state layout", [f"keys in {STATE_BUCKETS} buckets"]),
             ]
             file = _handler_file(handler)
-            windows = _input_windows([inputs[name]], steps)
+            windows = _input_windows(name, inputs[name], steps, file=file)
         else:
             continue
         state += [{"step": name, "what": w, "value": v, "file": file} for w, v in pieces]
-        if windows is not None:  # named by the view that cuts them: the file to change back
-            value, where = windows
-            piece = {"step": name, "what": "input windows", "value": value, "file": where or file}
-            state.append(piece)
+        state += [windows] if windows else []
     logic: dict[str, dict[str, str]] = {}
     written: dict[str, dict[str, Any]] = {}
     for t in query.query.sinks:
