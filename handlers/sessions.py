@@ -14,11 +14,13 @@ __all__ = ["SessionHandler", "SessionRow", "SessionState"]
 
 @dataclass(frozen=True)
 class SessionState:
-    """The open session of a customer."""
+    """A customer's open session, or the last one a logout closed (`ended_us`, its time), held
+    until the watermark passes that logout."""
 
     session_start_us: int
     last_event_us: int
     total_events: int
+    ended_us: int | None = None
 
 
 class SessionRow(NamedTuple):
@@ -42,7 +44,9 @@ class SessionHandler(StateHandler[SessionState]):
     # At equal times a LoggedOut event goes last, so the other events still count in the session.
     order_by = ("event_time", "logged_out")
     state_type = SessionState
-    state_schema = "session_start_us BIGINT, last_event_us BIGINT, total_events BIGINT"
+    state_schema = (
+        "session_start_us BIGINT, last_event_us BIGINT, total_events BIGINT, ended_us BIGINT"
+    )
     output_schema = (
         "customer_id STRING, session_start TIMESTAMP, last_event_time TIMESTAMP, "
         "total_events BIGINT, logged_in BOOLEAN, end_reason STRING, session_end TIMESTAMP"
@@ -75,20 +79,29 @@ class SessionHandler(StateHandler[SessionState]):
     ) -> Step[SessionState]:
         gap_us = self._gap_us
         rows: dict[int, SessionRow] = {}
-        # The open session as plain locals: this loop runs once per event.
-        is_open = state is not None
-        start, last, count = (
-            (state.session_start_us, state.last_event_us, state.total_events)
+        # The session as plain locals: this loop runs once per event.
+        start, last, count, ended = (
+            (state.session_start_us, state.last_event_us, state.total_events, state.ended_us)
             if state
-            else (0, 0, 0)
+            else (0, 0, 0, None)
         )
+        is_open = state is not None and ended is None
         for t, logged_out, item in zip(
             events["event_time"], events["logged_out"], events["item_index"], strict=True
         ):
             if item:
                 continue  # a further item of a Purchase line: the line counted with its item 0
+            if ended is not None:
+                if t <= ended:
+                    # Not after the logout that closed the session: a line of that session (at
+                    # equal times a LoggedOut line goes last), even one in a later batch. As a
+                    # session of its own it would have the same key and replace the closed one.
+                    count += 1
+                    rows[start] = self._row(key, SessionState(start, last, count, ended))
+                    continue
+                ended = None
             if is_open and t - last > gap_us:
-                rows[start] = self._row(key, SessionState(start, last, count), "timeout")
+                rows[start] = self._row(key, SessionState(start, last, count), timed_out=True)
                 is_open = False
             if not is_open:
                 start, last, count, is_open = t, t, 0, True
@@ -97,16 +110,22 @@ class SessionHandler(StateHandler[SessionState]):
                 last = t
             count += 1
             if logged_out:
-                rows[start] = self._row(key, SessionState(start, last, count), "logout", end_us=t)
-                is_open = False
+                ended, is_open = t, False
+                rows[start] = self._row(key, SessionState(start, last, count, ended))
+        if ended is not None:
+            # Held until the watermark passes the logout; then `expire` lets it go.
+            held = SessionState(start, last, count, ended)
+            return Step(state=held, outputs=list(rows.values()), timer_us=ended)
         if not is_open:
             return Step(state=None, outputs=list(rows.values()))
         new = SessionState(start, last, count)
-        rows[start] = self._row(key, new, None)
+        rows[start] = self._row(key, new)
         return Step(state=new, outputs=list(rows.values()), timer_us=self._deadline(new))
 
     def expire(self, key: tuple[Any, ...], state: SessionState) -> Step[SessionState]:
-        return Step(state=None, outputs=[self._row(key, state, "timeout")])
+        if state.ended_us is not None:
+            return Step(state=None, outputs=[])  # its row was written at the logout
+        return Step(state=None, outputs=[self._row(key, state, timed_out=True)])
 
     @cached_property
     def _gap_us(self) -> int:
@@ -117,14 +136,15 @@ class SessionHandler(StateHandler[SessionState]):
         return state.last_event_us + self._gap_us
 
     def _row(
-        self,
-        key: tuple[Any, ...],
-        state: SessionState,
-        end_reason: str | None,
-        end_us: int | None = None,
+        self, key: tuple[Any, ...], state: SessionState, *, timed_out: bool = False
     ) -> SessionRow:
-        if end_reason == "timeout":
-            end_us = self._deadline(state)
+        """The session's row: open, closed by its logout (`ended_us`) or timed out."""
+        if timed_out:
+            end_reason, end_us = "timeout", self._deadline(state)
+        elif state.ended_us is not None:
+            end_reason, end_us = "logout", state.ended_us
+        else:
+            end_reason, end_us = None, None
         return SessionRow(
             customer_id=key[0],
             session_start=state.session_start_us,

@@ -211,13 +211,24 @@ def test_a_file_copied_in_with_an_old_time_is_read(spark, tmp_path):
     assert sorted(r["customer_id"] for r in read_table(lake, "events")) == ["copied", "today"]
 
 
-def log_line(hms: str, customer: str, kind: str, product: str, price: float) -> str:
+def log_line(
+    hms: str, customer: str, kind: str, product: str, price: float, source: str = "s"
+) -> str:
     """A server_logs input line with one item."""
     item = f'{{"ProductId":"{product}","Price":{price}}}'
     return (
         f'{{"timestamp":"20:06:2019 {hms}","CustomerId":"{customer}",'
-        f'"EventType":{{"{kind}":{item}}},"Source":"s"}}\n'
+        f'"EventType":{{"{kind}":{item}}},"Source":"{source}"}}\n'
     )
+
+
+def write_batches(folder: Path, files: dict[str, list[tuple]]) -> None:
+    """Write `files` of log lines into `folder`, with times that make them batches in order."""
+    folder.mkdir()
+    for number, (name, lines) in enumerate(files.items(), start=1):
+        (folder / name).write_text("".join(log_line(*line) for line in lines))
+        # Spark reads files in modification-time order: one per batch, in this order.
+        os.utime(folder / name, (1_700_000_000 + number, 1_700_000_000 + number))
 
 
 # One batch per file. C1's cart last changes at 0:50:02 and C2's at 0:50:00; part-2 moves the
@@ -241,14 +252,8 @@ CART_TTL_CARTS = [
 
 
 def test_cart_ttl_empties_a_cart_whose_customer_has_events_in_the_batch(spark, tmp_path):
-    import os
-
     folder = tmp_path / "in"
-    folder.mkdir()
-    for number, (name, lines) in enumerate(CART_TTL_FILES.items(), start=1):
-        (folder / name).write_text("".join(log_line(*line) for line in lines))
-        # Spark reads files in modification-time order: one per batch, in this order.
-        os.utime(folder / name, (1_700_000_000 + number, 1_700_000_000 + number))
+    write_batches(folder, CART_TTL_FILES)
     settings = {"source.maxFilesPerTrigger": "1", "cart_ttl": "10 minutes"}
     pipeline = Registry().get("server_logs").with_settings(settings)
     lake = tmp_path / "lake"
@@ -265,3 +270,35 @@ def test_cart_ttl_empties_a_cart_whose_customer_has_events_in_the_batch(spark, t
         for r in read_table(lake, "carts")
     ]
     assert carts == CART_TTL_CARTS
+
+
+# One batch per file. L1's only lines are two LoggedOut lines in one second; L2's only line
+# logs out, and a line of that second comes in part-2, still within the watermark (0:45:01).
+# Each used to open a second session with the first one's key (customer, start): the MERGE
+# kept one of the two, and a session was lost without a word.
+SAME_SECOND_FILES = {
+    "part-1.json": [
+        ("0:46:01", "L1", "ProductView", "p1", 1.0, "LoggedOut"),
+        ("0:46:01", "L1", "AddToCart", "p2", 2.0, "LoggedOut"),
+        ("0:46:01", "L2", "ProductView", "p3", 3.0, "LoggedOut"),
+    ],
+    "part-2.json": [
+        ("0:46:01", "L2", "ProductView", "p4", 4.0),
+        ("0:46:30", "L2", "ProductView", "p5", 5.0),
+    ],
+}
+
+
+def test_a_line_in_the_second_of_a_logout_counts_in_that_session(spark, tmp_path):
+    folder = tmp_path / "in"
+    write_batches(folder, SAME_SECOND_FILES)
+    pipeline = Registry().get("server_logs").with_settings({"source.maxFilesPerTrigger": "1"})
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, input_path=str(folder), quiet=True)
+    result = run_pipeline(spark, plan_pipeline(pipeline, once=True), opts)
+    assert result.listener.totals["main"].accepted == 5
+    assert sessions(lake) == [
+        ("L1", t("0:46:01"), 2, False, "logout", t("0:46:01")),
+        ("L2", t("0:46:01"), 2, False, "logout", t("0:46:01")),
+        ("L2", t("0:46:30"), 1, True, None, None),
+    ]

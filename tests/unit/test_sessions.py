@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from engine.definitions.handler import Step
 from handlers.sessions import SessionHandler, SessionState
 
 # 2019-06-20 00:46:01 UTC in microseconds since the epoch.
@@ -32,49 +33,68 @@ def summary(rows) -> list[tuple]:
     )
 
 
+def held(state: SessionState | None) -> str | None:
+    """What a step keeps: an open session, a closed one held for its logout, or nothing."""
+    if state is None:
+        return None
+    return "open" if state.ended_us is None else "logout"
+
+
 @pytest.mark.parametrize(
-    ("events", "expected_rows", "open_after"),
+    ("events", "expected_rows", "held_after"),
     [
         # The seed's scenario: two adds, then an add with Source LoggedOut.
         (
             [ev(0), ev(1), ev(241, logged_out=True)],
             [(at(0), 3, False, "logout", at(241))],
-            False,
+            "logout",
         ),
         # Still open: one row with no end.
-        ([ev(0), ev(60)], [(at(0), 2, True, None, None)], True),
+        ([ev(0), ev(60)], [(at(0), 2, True, None, None)], "open"),
         # A gap longer than the timeout inside one batch splits the session.
         (
             [ev(0), ev(10), ev(10 + 301)],
             [(at(0), 2, False, "timeout", at(10 + 300)), (at(311), 1, True, None, None)],
-            True,
+            "open",
         ),
         # Exactly the timeout is not longer than it: same session.
-        ([ev(0), ev(300)], [(at(0), 2, True, None, None)], True),
+        ([ev(0), ev(300)], [(at(0), 2, True, None, None)], "open"),
         # After a logout the next event opens a new session.
         (
             [ev(0, logged_out=True), ev(5)],
             [(at(0), 1, False, "logout", at(0)), (at(5), 1, True, None, None)],
-            True,
+            "open",
         ),
         # A Purchase line of three items counts once.
         (
             [ev(0), ev(5), ev(5, item_index=1), ev(5, item_index=2)],
             [(at(0), 2, True, None, None)],
-            True,
+            "open",
         ),
         # ... also when it logs out: its further items do not open a new session.
         (
             [ev(0, logged_out=True), ev(0, logged_out=True, item_index=1)],
             [(at(0), 1, False, "logout", at(0))],
-            False,
+            "logout",
+        ),
+        # Two LoggedOut lines at one time: one session of both, not two sessions with one key.
+        (
+            [ev(0, logged_out=True), ev(0, logged_out=True)],
+            [(at(0), 2, False, "logout", at(0))],
+            "logout",
+        ),
+        # ... as for three lines at the logout's time, and the next session starts after it.
+        (
+            [ev(0), ev(0, logged_out=True), ev(0, logged_out=True), ev(1)],
+            [(at(0), 3, False, "logout", at(0)), (at(1), 1, True, None, None)],
+            "open",
         ),
     ],
 )
-def test_update(events, expected_rows, open_after):
+def test_update(events, expected_rows, held_after):
     step = SessionHandler().update(KEY, None, columns(events))
     assert summary(step.outputs) == expected_rows
-    assert (step.state is not None) == open_after
+    assert held(step.state) == held_after
 
 
 def test_rows_are_tuples_in_output_schema_order():
@@ -102,6 +122,27 @@ def test_out_of_order_event_keeps_the_session_start():
     state = SessionState(at(10), at(20), 2)
     step = SessionHandler().update(KEY, state, columns([ev(5)]))
     assert step.state == SessionState(at(10), at(20), 3)
+
+
+def test_a_line_in_a_later_batch_not_after_the_logout_counts_in_the_closed_session():
+    # The logout closed a session of one line at 0 s; a line at 0 s comes in the next batch
+    # (within the watermark). As a session of its own it would have replaced the closed one.
+    closed = SessionHandler().update(KEY, None, columns([ev(0, logged_out=True)])).state
+    assert closed == SessionState(at(0), at(0), 1, ended_us=at(0))
+    step = SessionHandler().update(KEY, closed, columns([ev(0), ev(30)]))
+    assert summary(step.outputs) == [
+        (at(0), 2, False, "logout", at(0)),
+        (at(30), 1, True, None, None),
+    ]
+    assert step.state == SessionState(at(30), at(30), 1)
+
+
+def test_a_closed_session_is_held_until_the_watermark_passes_its_logout():
+    step = SessionHandler().update(KEY, None, columns([ev(0), ev(20, logged_out=True)]))
+    assert step.state == SessionState(at(0), at(20), 2, ended_us=at(20))
+    assert step.timer_us == at(20)
+    # Its row was written at the logout: the timer only lets the state go.
+    assert SessionHandler().expire(KEY, step.state) == Step(state=None, outputs=[])
 
 
 def test_expire_closes_at_last_event_plus_timeout():
