@@ -5,7 +5,7 @@ table's columns without Great Expectations, so `lint` reads them as it reads the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -42,6 +42,36 @@ DERIVED_KINDS = (
     "hours_before_run",
 )
 _PAIRS = ("abs_diff", "product_of", "seconds_between")
+
+
+def _number(kind: pa.DataType) -> bool:
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+
+def _list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+
+
+#: What each kind reads (said as in an error, and the Arrow types it takes) and the type of the
+#: column it makes; engine/quality/suites.py computes them with pandas, which would fail on
+#: other types in its own words, or read a text's length as a list's.
+_READS: Mapping[str, tuple[str, Callable[[pa.DataType], bool]]] = {
+    "size_of": ("a list", _list),
+    "sum_of": ("a list of structs with a number field", _number),  # the field's type
+    "abs_diff": ("numbers", _number),
+    "product_of": ("numbers", _number),
+    "is_null": ("any column", lambda _: True),
+    "is_not_null": ("any column", lambda _: True),
+    "is_negative": ("a number", _number),
+    "seconds_between": ("timestamps", pa.types.is_timestamp),
+    "hours_before_run": ("a timestamp", pa.types.is_timestamp),
+}
+_MAKES: Mapping[str, pa.DataType] = {
+    "size_of": pa.int64(),
+    "is_null": pa.bool_(),
+    "is_not_null": pa.bool_(),
+    "is_negative": pa.bool_(),
+}
 
 # Every column that holds floating-point numbers (DOUBLE, FLOAT, also inside arrays and
 # structs) gets a helper column `<column>_is_finite` and an expectation that it is true: NaN
@@ -111,7 +141,9 @@ def has_floats(kind: pa.DataType) -> bool:
     return False  # tables/ has no maps
 
 
-def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
+def _derived(raw: Any, types: dict[str, pa.DataType], where: Path) -> tuple[Derived, ...]:
+    """The suite's helper columns, each checked against the types of the columns it reads;
+    `types` (the table's columns and the finiteness checks') gains theirs."""
     out: list[Derived] = []
     specs = mapping(raw, At(where, "derived"), "a mapping (name: {kind: argument})")
     for name, spec in specs.items():
@@ -122,6 +154,10 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
             known = ", ".join(DERIVED_KINDS)
             raise UserError(f"{where}: derived '{name}': unknown kind '{kind}' (have: {known})")
         d = Derived(str(name), kind, arg)
+        if d.name in types:
+            # It would replace that column: every rule on it would check the helper instead.
+            whose = "a finiteness check's" if d.name.endswith(FINITE_SUFFIX) else "a column's"
+            raise UserError(f"{where}: derived '{name}' has {whose} name; give it one of its own")
         well_formed = (
             isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg)
             if kind in _PAIRS
@@ -131,13 +167,34 @@ def _derived(raw: Any, columns: set[str], where: Path) -> tuple[Derived, ...]:
             well_formed = bool(re.fullmatch(r"\w+\.\w+", arg))
         if not well_formed:
             raise UserError(f"{where}: derived '{name}': bad argument {arg!r} for {kind}")
-        missing = [c for c in d.sources() if c not in columns]
+        missing = [c for c in d.sources() if c not in types]
         if missing:
-            meant = did_you_mean(missing[0], columns)
+            meant = did_you_mean(missing[0], types)
             raise UserError(f"{where}: derived '{name}' reads unknown column '{missing[0]}'{meant}")
-        columns.add(d.name)
+        wants, takes = _READS[kind]
+        for read in arg if isinstance(arg, list) else [arg]:
+            kind_read = _type_read(read, types)
+            if kind_read is None or not takes(kind_read):
+                said = "" if kind_read is None else f" ({kind_read})"
+                raise UserError(
+                    f"{where}: derived '{name}': {kind} reads {wants}; {read} is not{said}"
+                )
+        types[d.name] = _MAKES.get(kind, pa.float64())
         out.append(d)
     return tuple(out)
+
+
+def _type_read(read: str, types: Mapping[str, pa.DataType]) -> pa.DataType | None:
+    """The type a derived argument reads: a column's, or for `column.field` the field's of the
+    list of structs in that column (None where the column holds no such list)."""
+    column, _, field = read.partition(".")
+    kind = types[column]
+    if not field:
+        return kind
+    item = kind.value_type if _list(kind) else None
+    if item is None or not pa.types.is_struct(item) or item.get_field_index(field) < 0:
+        return None
+    return item.field(field).type
 
 
 def _expectation(item: Any, columns: set[str], where: Path) -> ExpectationDef:
@@ -172,12 +229,13 @@ def load_suite_def(path: Path, schema: pa.Schema) -> SuiteDef:
     if raw.get("table") != path.stem:
         raise UserError(f"{path}: 'table' must be '{path.stem}', the file's name")
     finite = tuple(f.name for f in schema if has_floats(f.type))
-    columns = set(schema.names)
-    taken = [n + FINITE_SUFFIX for n in finite if n + FINITE_SUFFIX in columns]
+    types = {f.name: f.type for f in schema}
+    taken = [n + FINITE_SUFFIX for n in finite if n + FINITE_SUFFIX in types]
     if taken:
         raise UserError(f"{path}: column '{taken[0]}' clashes with a finiteness check's name")
-    columns |= {n + FINITE_SUFFIX for n in finite}
-    derived = _derived(raw.get("derived"), columns, path)
+    types |= {n + FINITE_SUFFIX: pa.bool_() for n in finite}
+    derived = _derived(raw.get("derived"), types, path)
+    columns = set(types)
     items = raw.get("expectations") or []
     if not isinstance(items, list) or not items:
         raise UserError(f"{path}: 'expectations' must be a non-empty list")

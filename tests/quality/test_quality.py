@@ -542,6 +542,47 @@ _NOT_NULL = "expect_column_values_to_not_be_null"
             _CARTS_SUITE + "derived:\n  n: {size_of: product}\n",
             "derived 'n' reads unknown column 'product' (did you mean products?)",
         ),
+        # A helper with a column's name would replace it: the rules on it would check the
+        # helper (found by a helper session: a failing range on total_spent passed).
+        (
+            _CARTS_SUITE + "derived:\n  total_price: {is_negative: total_items}\n",
+            "derived 'total_price' has a column's name; give it one of its own",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  total_price_is_finite: {is_not_null: customer_id}\n",
+            "derived 'total_price_is_finite' has a finiteness check's name; give it one of its own",
+        ),
+        # A helper over a column of another type: pandas' own words, exit 1, or a text's length.
+        (
+            _CARTS_SUITE + "derived:\n  n: {size_of: customer_id}\n",
+            "derived 'n': size_of reads a list; customer_id is not (string)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {is_negative: customer_id}\n",
+            "derived 'n': is_negative reads a number; customer_id is not (string)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {seconds_between: [updated_at, total_items]}\n",
+            "derived 'n': seconds_between reads timestamps; total_items is not (int64)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {hours_before_run: customer_id}\n",
+            "derived 'n': hours_before_run reads a timestamp; customer_id is not (string)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {sum_of: products.product_id}\n",
+            "derived 'n': sum_of reads a list of structs with a number field; "
+            "products.product_id is not (string)",
+        ),
+        (
+            _CARTS_SUITE + "derived:\n  n: {sum_of: customer_id.x}\n",
+            "derived 'n': sum_of reads a list of structs with a number field; customer_id.x is not",
+        ),
+        (
+            _CARTS_SUITE
+            + "derived:\n  n: {size_of: products}\n  m: {abs_diff: [n, customer_id]}\n",
+            "derived 'm': abs_diff reads numbers; customer_id is not (string)",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_file_and_key(tmp_path, text, message):
