@@ -5,7 +5,7 @@ table's columns without Great Expectations, so `lint` reads them as it reads the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -243,11 +243,15 @@ def load_suite_def(path: Path, schema: pa.Schema) -> SuiteDef:
     return SuiteDef(path.stem, path, derived, checks, finite)
 
 
-def load_suite_defs(schemas: Mapping[str, pa.Schema], folder: Path) -> dict[str, SuiteDef]:
-    """The suite of every table that has one, by table name (`schemas`: each table's Arrow
-    schema)."""
+def load_suite_defs(
+    schemas: Mapping[str, pa.Schema], folder: Path, *, only: Collection[str] | None = None
+) -> dict[str, SuiteDef]:
+    """The suite of every table that has one (or of those `only` names), by table name
+    (`schemas`: each table's Arrow schema)."""
     suites: dict[str, SuiteDef] = {}
     for path in sorted(folder.glob("*.yaml")):
+        if only is not None and path.stem not in only:
+            continue
         if path.stem not in schemas:
             raise UserError(f"{path}: no table '{path.stem}' in tables/")
         suites[path.stem] = load_suite_def(path, schemas[path.stem])

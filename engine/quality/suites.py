@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -179,7 +179,10 @@ def load_suite(path: Path, schema: pa.Schema) -> Suite:
     return _suite(load_suite_def(path, schema))
 
 
-def load_suites(schemas: Mapping[str, pa.Schema], folder: Path) -> dict[str, Suite]:
-    """The suite of every table that has one, by table name (`schemas`: each table's Arrow
-    schema, `TableDef.arrow_schema`)."""
-    return {name: _suite(d) for name, d in load_suite_defs(schemas, folder).items()}
+def load_suites(
+    schemas: Mapping[str, pa.Schema], folder: Path, *, only: Collection[str] | None = None
+) -> dict[str, Suite]:
+    """The suite of every table that has one (or of those `only` names), by table name
+    (`schemas`: each table's Arrow schema, `TableDef.arrow_schema`)."""
+    defs = load_suite_defs(schemas, folder, only=only)
+    return {name: _suite(d) for name, d in defs.items()}

@@ -402,6 +402,20 @@ def test_a_table_without_a_suite_is_skipped_unless_named(tmp_path):
         validate_lake(lake, tables=["carts"], project=project)
 
 
+def test_a_mistake_in_another_tables_suite_is_for_that_table_to_name(tmp_path):
+    # It stopped the `--quality` of every pipeline, after the run had written its rows.
+    project = Project(copy_project(tmp_path / "project"))
+    spend = project.suites / "customer_spend.yaml"
+    spend.write_text(spend.read_text() + "  - expect_column_values_to_be_betwen: {column: units}\n")
+    lake = tmp_path / "lake"
+    write(lake, "events", CLEAN["events"])
+    for tables, named in ((["events"], True), (["events", "carts"], False)):
+        report = validate_lake(lake, tables=tables, named=named, project=project)
+        assert [r.table for r in report.results] == ["events"] and report.passed
+    with pytest.raises(UserError, match=r"customer_spend.yaml: unknown expectation"):
+        validate_lake(lake, project=project)
+
+
 def test_a_column_the_ddl_has_and_the_table_not_yet_is_said(tmp_path):
     # Between an edit of tables/ and the next run: the automatic finiteness check of a new
     # DOUBLE column stopped `quality` with `Field "discount" does not exist`, exit 1.
