@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, NullType
 
 from engine.definitions.expectations import Expectation
 from engine.definitions.sql import SqlStep, pinned_condition
@@ -83,6 +84,7 @@ def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = No
     if not step.expectations:
         return
     df = spark.table(step.name)
+    _check_conditions(step, df)
     if batch_ms is None:
         df = df.observe(metric_name(step.name), *_counts(step.expectations))
     for rule in step.expectations:
@@ -96,6 +98,18 @@ def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = No
         df = df.where(~dropped)
     # Replaced, not dropped first: over Spark Connect `df` names the view, resolved only now.
     df.createOrReplaceTempView(step.name)
+
+
+def _check_conditions(step: SqlStep, df: DataFrame) -> None:
+    """Each rule's condition is true or false: another type was cast row by row, and a value
+    that is no boolean failed the batch in ANSI's words, naming an engine file, exit 1."""
+    conditions = [F.expr(pinned_condition(rule.condition, None)) for rule in step.expectations]
+    for rule, field in zip(step.expectations, df.select(*conditions).schema, strict=True):
+        if not isinstance(field.dataType, BooleanType | NullType):
+            raise UserError(
+                f"{step.path}:{rule.line}: expectation {rule.name}: EXPECT ({rule.condition}) "
+                f"is {field.dataType.simpleString()}, not a condition (true or false)"
+            )
 
 
 def failure(step: SqlStep, rule: Expectation, row: str) -> str:

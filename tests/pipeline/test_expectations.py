@@ -289,6 +289,21 @@ def test_fail_update_on_the_streaming_part_commits_nothing(spark, tmp_path):
     _nothing_committed(lake, "server_logs", ["events", "quarantine", "sessions"], message)
 
 
+def test_a_condition_that_is_not_true_or_false_is_named_before_the_run(spark, tmp_path):
+    # Spark cast it to a boolean row by row: 'product_view' failed the batch, exit 1.
+    project = copy_project(tmp_path / "project")
+    plan, path = _server_logs(project, "-- CONSTRAINT has_type EXPECT (event_type)")
+    lake = tmp_path / "lake"
+    opts = RunOptions(lake=lake, once=True, quiet=True, input_path=_input(tmp_path))
+    with pytest.raises(UserError) as caught:
+        run_pipeline(spark, plan, opts, out=io.StringIO())
+    assert str(caught.value).endswith(
+        f"{path}:14: expectation has_type: EXPECT (event_type) is string, "
+        "not a condition (true or false)"
+    )
+    assert last_committed(lake / "_checkpoints" / "server_logs" / "main") is None
+
+
 DAILY = """-- Records per currency per day of event time.
 CREATE OR REPLACE TEMP VIEW daily_totals AS
 SELECT window.start AS day_start, currency, count(*) AS records
