@@ -20,7 +20,13 @@ from engine.plan.queries import QueryPlan
 from engine.runtime.casts import keeps_values
 from engine.runtime.connect import isolated_session
 from engine.runtime.errors import as_user_error, spark_error_line
-from engine.runtime.expectations import ROWS, apply_rules, batch_counts, rejected_rows
+from engine.runtime.expectations import (
+    ROWS,
+    apply_rules,
+    batch_counts,
+    check_conditions,
+    rejected_rows,
+)
 from engine.runtime.handler_adapter import handler_rows, passthrough_rows
 from engine.sinks import Sink
 
@@ -89,6 +95,8 @@ class BatchViews:
                     continue
                 spark.sql(step.query_sql(batch_time_ms=batch_ms)).createOrReplaceTempView(name)
                 if step.expectations:
+                    if not self._fitted:  # `check`'s pass: the batches' views have its types
+                        check_conditions(spark, step)
                     checked = batch_counts(spark, step, batch_ms=batch_ms)
                     if checked.get(ROWS):
                         counts[name] = checked

@@ -21,6 +21,7 @@ __all__ = [
     "ROWS",
     "apply_rules",
     "batch_counts",
+    "check_conditions",
     "failure",
     "metric_name",
     "rejected_rows",
@@ -84,7 +85,6 @@ def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = No
     if not step.expectations:
         return
     df = spark.table(step.name)
-    _check_conditions(step, df)
     if batch_ms is None:
         df = df.observe(metric_name(step.name), *_counts(step.expectations))
     for rule in step.expectations:
@@ -100,9 +100,13 @@ def apply_rules(spark: SparkSession, step: SqlStep, *, batch_ms: int | None = No
     df.createOrReplaceTempView(step.name)
 
 
-def _check_conditions(step: SqlStep, df: DataFrame) -> None:
-    """Each rule's condition is true or false: another type was cast row by row, and a value
-    that is no boolean failed the batch in ANSI's words, naming an engine file, exit 1."""
+def check_conditions(spark: SparkSession, step: SqlStep) -> None:
+    """Each rule's condition over the step's view is true or false, checked once before the
+    query starts: another type was cast row by row, and a value that is no boolean failed the
+    batch in ANSI's words, naming an engine file, exit 1."""
+    if not step.expectations:
+        return
+    df = spark.table(step.name)
     conditions = [F.expr(pinned_condition(rule.condition, None)) for rule in step.expectations]
     for rule, field in zip(step.expectations, df.select(*conditions).schema, strict=True):
         if not isinstance(field.dataType, BooleanType | NullType):

@@ -15,7 +15,7 @@ from engine.errors import UserError
 from engine.plan import Plan
 from engine.plan.queries import QueryPlan
 from engine.runtime.errors import spark_error_line
-from engine.runtime.expectations import apply_rules
+from engine.runtime.expectations import apply_rules, check_conditions
 from engine.runtime.handler_adapter import apply_handlers
 from engine.runtime.session import has_delta
 from engine.sources.streams import open_source
@@ -39,6 +39,7 @@ def _sql_view(spark: SparkSession, step: SqlStep, watermark_delay: str | None) -
             # A view made by SQL keeps its text, which Spark analyzes again wherever a later
             # view or the query reads it, the whole chain below it each time: kept as its plan.
             spark.table(step.name).createOrReplaceTempView(step.name)
+        check_conditions(spark, step)
         apply_rules(spark, step)
     except (PySparkException, SqlError) as err:
         raise UserError(f"{step.path}: {spark_error_line(err)}") from None

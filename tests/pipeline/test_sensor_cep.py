@@ -137,6 +137,25 @@ def test_grouping_per_device_is_a_one_line_sql_change(spark, broker, tmp_path):
     assert samples(lake) == EXPECTED_PER_DEVICE
 
 
+def test_a_rule_after_the_handler_that_is_not_true_or_false_is_named_before_the_run(
+    spark, broker, tmp_path
+):
+    # sensor_samples reads the handler's rows, so it is computed on each batch only: its rules
+    # are checked once, as `check` runs the batch steps on no rows, not again per batch.
+    copy_project(tmp_path)
+    path = tmp_path / "sql" / "sensor_cep" / "sensor_samples.sql"
+    edit(path, "CREATE OR", "-- CONSTRAINT has_device EXPECT (device_id)\nCREATE OR")
+    lake = tmp_path / "lake"
+    kafka = {"kafka.bootstrap.servers": broker.servers}
+    with pytest.raises(UserError) as caught:
+        run(spark, lake, kafka, registry=Registry(tmp_path / "pipelines"))
+    assert str(caught.value).endswith(
+        f"{path}:2: expectation has_device: EXPECT (device_id) is string, "
+        "not a condition (true or false)"
+    )
+    assert not list(lake.glob("_checkpoints/*/*/commits/*"))  # no batch of any query
+
+
 @pytest.mark.parametrize("connector", ["native", "python"])
 def test_kafka_source_gives_the_same_tables(spark, broker, tmp_path, connector):
     from engine.sinks.kafka import SparkTopicSink
