@@ -25,6 +25,7 @@ from engine.lint.streaming import check_nondeterministic_keys, check_state_water
 from engine.lint.suites import check_suites
 from engine.plan import check_pipeline, load_files
 from engine.plan.findings import Finding
+from engine.plan.summed import summed_views
 
 __all__ = ["Finding", "LintResult", "lint_pipeline", "lint_pipelines", "schema_columns"]
 
@@ -63,7 +64,7 @@ def lint_pipeline(pipeline: Pipeline, *, suites: bool = True) -> tuple[int, list
     number of SQL files and the findings, sorted."""
     loaded = load_files(pipeline.sql_dir)
     steps, _, broken = loaded
-    _, findings = check_pipeline(pipeline, loaded=loaded)
+    plan, findings = check_pipeline(pipeline, loaded=loaded)
     try:
         order = order_steps(
             steps,
@@ -82,7 +83,8 @@ def lint_pipeline(pipeline: Pipeline, *, suites: bool = True) -> tuple[int, list
     findings += check_handlers(pipeline, views)
     findings += check_table_fit(pipeline, steps, views, column_findings)
     findings += check_expectations(steps, views)
-    findings += check_state_watermarks(pipeline, steps)
+    summed = summed_views(pipeline, plan.tables) if plan else frozenset()
+    findings += check_state_watermarks(pipeline, steps, summed=summed)
     findings += check_nondeterministic_keys(steps)
     findings += check_function_names(steps)
     if suites:

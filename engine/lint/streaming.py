@@ -3,7 +3,7 @@ deduplication keys that differ from call to call."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlglot import exp
 
@@ -51,11 +51,14 @@ def _aggregation(query: exp.Expression) -> exp.Expression | None:
     return None
 
 
-def check_state_watermarks(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list[Finding]:
+def check_state_watermarks(
+    pipeline: Pipeline, steps: Sequence[SqlStep], *, summed: Collection[str] = ()
+) -> list[Finding]:
     """A streaming dedup (SELECT DISTINCT, or GROUP BY of any_value() columns) with no
     WATERMARK in itself or upstream keeps every key forever: an error. A streaming aggregation
     without one keeps one row per group forever: a warning, since a small key set (a status)
-    makes that acceptable (order_totals, user_event_counts' input is watermarked)."""
+    makes that acceptable (order_totals, user_event_counts' input is watermarked). The
+    `summed` views (`add` tables) run on each batch and keep no state."""
     streaming, watermarked = streaming_views(pipeline, steps), _watermarked(pipeline, steps)
     findings: list[Finding] = []
     for step in steps:
@@ -69,7 +72,7 @@ def check_state_watermarks(pipeline: Pipeline, steps: Sequence[SqlStep]) -> list
                 "add WATERMARK <event time> DELAY OF INTERVAL ... to its input"
             )
             findings.append(finding_at(step.path, node, "unbounded-dedup", message))
-        elif (node := _aggregation(query)) is not None:
+        elif step.name not in summed and (node := _aggregation(query)) is not None:
             message = (
                 "aggregation without a WATERMARK upstream keeps one state row per group forever"
             )

@@ -490,6 +490,24 @@ def test_noqa_on_its_line_silences_a_warning(
     assert last == f"lint: 1 pipeline, 4 SQL files, {summary}"
 
 
+def test_a_view_summed_into_an_add_table_keeps_no_state_and_so_no_warning(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It runs on each batch: the warning said its groups were kept forever (found by a user).
+    spend = "sql/customer_spend/customer_spend.sql"
+    edit(project, spend, "round(sum(amount), 2) AS total_spent,", "sum(amount) AS total_spent")
+    edit(project, spend, "  min(event_time) AS first_purchase,\n", "")
+    edit(project, spend, "  max(event_time) AS last_purchase\n", "")
+    table = "tables/customer_spend.sql"
+    edit(project, table, "rounded to cents',", "rounded to cents'")
+    edit(project, table, "'lake.mode' = 'merge'", "'lake.mode' = 'add'")
+    for column in ("first", "last"):
+        edit(project, table, f"  {column}_purchase TIMESTAMP NOT NULL", "--")
+    (project / "quality" / "suites" / "customer_spend.yaml").unlink()  # it reads those two
+    code, out = run_lint(project, capsys, "customer_spend")
+    assert (code, out.splitlines()) == (0, ["lint: 1 pipeline, 1 SQL file, no findings"]), out
+
+
 def test_noqa_does_not_silence_an_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `run` would stop on the error all the same, so the noqa silences nothing.
     edit(project, TOTALS, "AS updated_at\n", "AS updated_at, nope  -- noqa\n")
