@@ -44,6 +44,9 @@ class Sink(Protocol):
     transactional: bool
     #: The form `write` takes a batch in: Arrow collected to the driver, or a Spark DataFrame.
     takes: Literal["arrow", "dataframe"]
+    #: Columns whose values a batch may hold once each (a merged table's key: MERGE fails on
+    #: two rows for one key, or inserts both where the table has none); empty for any rows.
+    unique_key: tuple[str, ...]
 
     def holds(self, batch: BatchId) -> bool:
         """Whether this batch was written before (always False where not `transactional`)."""

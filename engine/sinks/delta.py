@@ -63,6 +63,8 @@ class DeltaSink:
         self.where = table.path
         self.columns = table.columns
         self.quarantine = table.role == "quarantine"
+        # An `add` table's view groups by the key (engine/plan/summed.py): one row each.
+        self.unique_key = table.key if table.mode == "merge" else ()
 
     def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
         """From now on the table is this checkpoint's (engine/lake/guard.py)."""

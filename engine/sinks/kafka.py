@@ -43,6 +43,7 @@ class TopicSink:
     #: Before the tables: alerts leave as soon as the batch is computed.
     order = 0
     quarantine = False
+    unique_key: tuple[str, ...] = ()
     #: A topic keeps no batch ids, so it cannot tell a replayed batch (engine.sinks.writer).
     transactional = False
     columns = _MESSAGE

@@ -4,11 +4,17 @@ project's file, which Spark's Python workers cannot import, so it is sent to the
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
+import pytest
+
 from engine.definitions.pipeline import Registry
+from engine.errors import UserError
 from engine.plan import plan_pipeline
+from engine.project import Project
 from engine.runtime.run import RunOptions, run_pipeline
+from engine.scaffold import init_pipeline
 from tests.conftest import edit, read_table
 from tests.unit.test_project_handlers import own_project
 
@@ -43,8 +49,6 @@ def test_a_projects_own_handler_runs_and_resumes(spark, tmp_path: Path):
 
 
 def test_an_error_a_handler_raises_names_the_handlers_line_not_a_view(spark, tmp_path: Path):
-    import pytest
-
     root = own_project(tmp_path / "shop")
     module = root / "handlers" / "running_total.py"
     edit(
@@ -72,3 +76,39 @@ def test_an_error_a_handler_raises_names_the_handlers_line_not_a_view(spark, tmp
     assert str(raised.value) == (
         f"query main: ValueError: amount too big: 12.5 ({module}:30 in update)"
     )
+
+
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_a_merged_table_given_two_rows_of_one_key_in_a_batch_is_named(spark, tmp_path, writer):
+    # MERGE inserted both rows into an empty table, then failed every later run in Delta's
+    # words, exit 1 (found by a user of init).
+    root = tmp_path / "shop"
+    init_pipeline("shop", Project(root))
+    table = root / "tables" / "latest.sql"
+    table.write_text(
+        "-- The latest record per currency.\nCREATE TABLE latest (\n"
+        "  currency STRING COMMENT 'Currency',\n  id STRING COMMENT 'Record'\n) USING DELTA\n"
+        "TBLPROPERTIES ('lake.mode' = 'merge', 'lake.key' = 'currency')\n"
+    )
+    (root / "sql" / "shop" / "latest.sql").write_text(
+        "-- One row per kept record: not one per currency.\n"
+        "CREATE OR REPLACE TEMP VIEW latest AS SELECT currency, id FROM kept\n"
+    )
+    edit(
+        root / "pipelines" / "shop.yaml",
+        "  quarantine: quarantine\n",
+        "  quarantine: quarantine\n  latest: latest\n",
+    )
+    lake = tmp_path / "lake"
+    pipeline = Registry(root / "pipelines").get("shop")
+    options = RunOptions(lake=lake, once=True, quiet=True, writer=writer)
+    with pytest.raises(UserError) as caught:
+        run_pipeline(spark, plan_pipeline(pipeline, once=True), options, out=io.StringIO())
+    # init's sample keeps a1 and a3 in EUR, a2 and a8 in USD: one of the two is named.
+    assert re.fullmatch(
+        rf"query main: {re.escape(str(table))}: table latest is merged by its key \(currency\), "
+        r"and a batch has 2 rows with currency = '(EUR|USD)': its view must give one row per "
+        r"key in a batch \(group it by the key\), or make the table lake.mode 'append'",
+        str(caught.value),
+    ), caught.value
+    assert not read_table(lake, "latest")
