@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -107,46 +106,40 @@ class MultiTableWriter:
         if sink.takes == "arrow":
             data = part.toArrow()
             if data.num_rows and not held:
-                _one_row_per_key(sink, _repeated(data, sink.unique_key))
+                _refuse_repeated_keys(sink, data)
                 sink.write(data, batch)
             return data.num_rows
         part.persist()
         try:
-            if sink.unique_key:
-                # The key columns on the driver cost about what the count they replace costs;
-                # a grouping job in Spark cost 3 to 5 times that (docs/decisions.md).
-                keys = part.select(*sink.unique_key).toArrow()
-                rows, repeated = keys.num_rows, _repeated(keys, sink.unique_key)
-            else:
-                rows, repeated = part.count(), None
+            # A merged table's key columns on the driver cost about what the count they replace
+            # costs; a grouping job in Spark cost 3 to 5 times that (docs/decisions.md).
+            keys = part.select(*sink.unique_key).toArrow() if sink.unique_key else None
+            rows = part.count() if keys is None else keys.num_rows
             if rows and not held:
-                _one_row_per_key(sink, repeated)
+                if keys is not None:
+                    _refuse_repeated_keys(sink, keys)
                 sink.write(part, batch)
             return rows
         finally:
             part.unpersist()
 
 
-def _repeated(data: pa.Table, key: tuple[str, ...]) -> tuple[int, dict[str, Any]] | None:
-    """How often the batch holds its first repeated key, and that key; None when none is."""
-    if not key:
-        return None
-    keyed = data.select(list(key)).drop_null()  # a NULL key matches no row: MERGE inserts it
-    counts = keyed.group_by(list(key)).aggregate([([], "count_all")])
-    repeated = counts.filter(pc.field("count_all") > 1).slice(0, 1).to_pylist()
-    return (repeated[0].pop("count_all"), repeated[0]) if repeated else None
-
-
-def _one_row_per_key(sink: Sink, repeated: tuple[int, dict[str, Any]] | None) -> None:
-    if repeated is None:
+def _refuse_repeated_keys(sink: Sink, data: pa.Table) -> None:
+    """Stop the batch, naming one key it holds twice, where the sink takes one row per key."""
+    if not sink.unique_key:
         return
-    count, values = repeated
-    key = ", ".join(sink.unique_key)
+    key = list(sink.unique_key)
+    keyed = data.select(key).drop_null()  # a NULL key matches no row: MERGE inserts it
+    counts = keyed.group_by(key).aggregate([([], "count_all")])
+    repeated = counts.filter(pc.field("count_all") > 1).slice(0, 1).to_pylist()
+    if not repeated:
+        return
+    count = repeated[0].pop("count_all")
     found = " and ".join(
-        f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in values.items()
+        f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in repeated[0].items()
     )
     raise UserError(
-        f"{sink.where}: table {sink.name} is merged by its key ({key}), and a batch has "
-        f"{count} rows with {found}: its view must give one row per key in a batch (group it "
-        "by the key), or make the table lake.mode 'append'"
+        f"{sink.where}: table {sink.name} is merged by its key ({', '.join(key)}), and a batch "
+        f"has {count} rows with {found}: its view must give one row per key in a batch (group "
+        "it by the key), or make the table lake.mode 'append'"
     )
