@@ -31,8 +31,11 @@ DEFAULT_CONF: Mapping[str, str] = {
     # from the offset log, so a replay is exact (docs/decisions.md).
     "spark.sql.streaming.statefulOperator.allowMultiple": "false",
     "spark.scheduler.mode": "FAIR",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    # The throughput collector: G1's concurrent threads compete with the tasks for two cores
+    # (measured: whole runs 7% faster, peak memory 0.3 GiB lower; docs/decisions.md, "The JVM
+    # collects garbage for throughput").
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # Delta rebuilds a table's snapshot from its log with 50 partitions by default: on small
     # lakes that is 50 tasks of nothing per commit (measured: a MERGE 3.5 s instead of 9 s).

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import pyarrow as pa
+
 from engine.definitions.tables import Column
 
 __all__ = ["BatchId", "Sink"]
@@ -47,6 +49,9 @@ class Sink(Protocol):
     #: Columns whose values a batch may hold once each (a merged table's key: MERGE fails on
     #: two rows for one key, or inserts both where the table has none); empty for any rows.
     unique_key: tuple[str, ...]
+    #: The columns a MERGE matches a batch's rows on (a merged or `add` table's key); empty
+    #: where rows are appended or sent.
+    merge_key: tuple[str, ...]
 
     def holds(self, batch: BatchId) -> bool:
         """Whether this batch was written before (always False where not `transactional`)."""
@@ -57,6 +62,7 @@ class Sink(Protocol):
         writer."""
         ...
 
-    def write(self, data: Any, batch: BatchId) -> int:
-        """Write one batch's rows (skipping a batch already held); returns rows written."""
+    def write(self, data: Any, batch: BatchId, *, keys: pa.Table | None = None) -> int:
+        """Write one batch's rows (skipping a batch already held); returns rows written.
+        `keys`: the batch's `merge_key` columns, where the writer read them."""
         ...

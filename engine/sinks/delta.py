@@ -65,6 +65,7 @@ class DeltaSink:
         self.quarantine = table.role == "quarantine"
         # An `add` table's view groups by the key (engine/plan/summed.py): one row each.
         self.unique_key = table.key if table.mode == "merge" else ()
+        self.merge_key = table.key if table.mode != "append" else ()
 
     def claim(self, *, pipeline: str, query: str, checkpoint: Path) -> None:
         """From now on the table is this checkpoint's (engine/lake/guard.py)."""
@@ -167,8 +168,9 @@ class DeltaSink:
         done = DeltaTable(str(self.path)).transaction_version(batch.app_id)
         return done is not None and done >= batch.batch
 
-    def write(self, data: pa.Table, batch: BatchId) -> int:
-        """Write one batch's rows, skipping a batch the table already has; returns rows written."""
+    def write(self, data: pa.Table, batch: BatchId, *, keys: pa.Table | None = None) -> int:
+        """Write one batch's rows, skipping a batch the table already has; returns rows written.
+        (`keys` are in `data` already.)"""
         dt = self.open()
         done = dt.transaction_version(batch.app_id)
         if data.num_rows == 0 or (done is not None and done >= batch.batch):

@@ -44,6 +44,7 @@ class TopicSink:
     order = 0
     quarantine = False
     unique_key: tuple[str, ...] = ()
+    merge_key: tuple[str, ...] = ()
     #: A topic keeps no batch ids, so it cannot tell a replayed batch (engine.sinks.writer).
     transactional = False
     columns = _MESSAGE
@@ -84,7 +85,7 @@ class TopicSink:
             )
         return self._producer
 
-    def write(self, data: pa.Table, batch: BatchId) -> int:
+    def write(self, data: pa.Table, batch: BatchId, *, keys: pa.Table | None = None) -> int:
         """Send every row and wait for all acknowledgements; returns messages sent."""
         if data.num_rows == 0:
             return 0
@@ -171,7 +172,9 @@ class SparkTopicSink(TopicSink):
 
     takes = "dataframe"
 
-    def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
+    def write(  # type: ignore[override]
+        self, data: DataFrame, batch: BatchId, *, keys: pa.Table | None = None
+    ) -> int:
         """Send the batch's rows with the headers pipeline, query and batch_id."""
         headers = {"pipeline": batch.pipeline, "query": batch.query, "batch_id": str(batch.batch)}
         (

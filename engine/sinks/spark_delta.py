@@ -8,14 +8,16 @@ userMetadata names pipeline, query and batch for `history`.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from sqlglot import exp
 
 from engine.definitions.tables import TableDef
@@ -28,6 +30,7 @@ __all__ = [
     "alter_table_sql",
     "create_table_sql",
     "delete_pipeline_sql",
+    "key_bounds",
     "merge_sql",
 ]
 
@@ -119,8 +122,11 @@ class SparkDeltaSink(DeltaSink):
         ):
             self.spark.sql(delete_pipeline_sql(self.path, pipeline))
 
-    def write(self, data: DataFrame, batch: BatchId) -> int:  # type: ignore[override]
-        """Append or MERGE one batch's rows; Delta skips a batch the table already holds."""
+    def write(  # type: ignore[override]
+        self, data: DataFrame, batch: BatchId, *, keys: pa.Table | None = None
+    ) -> int:
+        """Append or MERGE one batch's rows; Delta skips a batch the table already holds. A
+        MERGE's key ranges come from `keys` (read here when not given)."""
         data = data.select(*self.table.column_names)
         if self.table.mode == "append":
             (
@@ -141,11 +147,13 @@ class SparkDeltaSink(DeltaSink):
             _TXN_VERSION: str(batch.batch),
             _USER_METADATA: _metadata(batch),
         }
+        if keys is None:
+            keys = data.select(*self.table.key).toArrow()
         view = f"_merge_{self.table.name}"
         with _session_conf(session, conf):
             data.createOrReplaceTempView(view)
             try:
-                session.sql(merge_sql(self.table, self.path, view, _key_bounds(self.table, data)))
+                session.sql(merge_sql(self.table, self.path, view, key_bounds(self.table, keys)))
             finally:
                 session.catalog.dropTempView(view)
         return -1
@@ -163,15 +171,42 @@ def _session_conf(session: SparkSession, conf: Mapping[str, str]) -> Iterator[No
             session.conf.unset(key)
 
 
-def _key_bounds(table: TableDef, data: DataFrame) -> list[tuple[str | None, str | None]]:
-    """Each key's lowest and highest value in the batch, as text (exact for every key type,
-    cast back by Spark in the session's time zone)."""
-    keys = table.key
-    found = data.agg(
-        *[F.min(k).cast("string") for k in keys], *[F.max(k).cast("string") for k in keys]
-    ).first()
-    assert found is not None  # an aggregate without grouping has one row
-    return [(found[i], found[len(keys) + i]) for i in range(len(keys))]
+def key_bounds(table: TableDef, keys: pa.Table) -> list[tuple[str | None, str | None]]:
+    """Each key's lowest and highest value in the batch (`keys`: its key columns), as text that
+    Spark casts back to the key's type exactly; (None, None) for a type without such text, which
+    only means no file is skipped on that key."""
+    bounds: list[tuple[str | None, str | None]] = []
+    for name in table.key:
+        column = keys.column(name)
+        if not _has_exact_text(column.type):
+            bounds.append((None, None))
+            continue
+        low_high = pc.min_max(column)
+        bounds.append((_as_text(low_high["min"].as_py()), _as_text(low_high["max"].as_py())))
+    return bounds
+
+
+def _has_exact_text(kind: pa.DataType) -> bool:
+    # Arrow orders strings by their bytes, as Spark does; a float's text may not round-trip.
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_timestamp(kind)
+    )
+
+
+def _as_text(value: object) -> str | None:
+    """A key value as a literal: a time with its offset, so that it means the same instant in
+    any session time zone."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
 
 
 def merge_sql(

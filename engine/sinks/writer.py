@@ -112,13 +112,14 @@ class MultiTableWriter:
         part.persist()
         try:
             # A merged table's key columns on the driver cost about what the count they replace
-            # costs; a grouping job in Spark cost 3 to 5 times that (docs/decisions.md).
-            keys = part.select(*sink.unique_key).toArrow() if sink.unique_key else None
+            # costs; a grouping job in Spark cost 3 to 5 times that, and the MERGE takes its
+            # key ranges from them too (docs/decisions.md).
+            keys = part.select(*sink.merge_key).toArrow() if sink.merge_key else None
             rows = part.count() if keys is None else keys.num_rows
             if rows and not held:
                 if keys is not None:
                     _refuse_repeated_keys(sink, keys)
-                sink.write(part, batch)
+                sink.write(part, batch, keys=keys)
             return rows
         finally:
             part.unpersist()
