@@ -8,13 +8,16 @@ import importlib.util
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from engine.definitions.expectations import parse_expectations
 from engine.definitions.pipeline import Registry
+from engine.definitions.sql import SparkStreaming, pinned_condition
 from engine.errors import UserError
 from engine.lake.event_log import EventLog
 from engine.lake.guard import batch_time_ms, last_committed
@@ -282,7 +285,7 @@ def test_fail_update_on_the_streaming_part_commits_nothing(spark, tmp_path):
         run_pipeline(spark, plan, opts, out=io.StringIO())
     message = str(caught.value)
     assert message.startswith(
-        f"query main: {path}:14: expectation one_customer failed (ON VIOLATION FAIL UPDATE), so "
+        f"query main: {path}:20: expectation one_customer failed (ON VIOLATION FAIL UPDATE), so "
         "the batch is not committed; row: {"
     )
     assert '"customer_id":"1029_CId"' in message and "\n" not in message
@@ -299,7 +302,7 @@ def test_a_condition_that_is_not_true_or_false_is_named_before_the_run(spark, tm
     with pytest.raises(UserError) as caught:
         run_pipeline(spark, plan, opts, out=io.StringIO())
     assert str(caught.value).endswith(
-        f"{path}:14: expectation has_type: EXPECT (event_type) is string, "
+        f"{path}:20: expectation has_type: EXPECT (event_type) is string, "
         "not a condition (true or false)"
     )
     assert last_committed(lake / "_checkpoints" / "server_logs" / "main") is None
@@ -359,3 +362,68 @@ def test_rows_an_aggregation_drops_as_late_are_counted(spark, tmp_path):
     assert said in out.getvalue()
     logged = EventLog(lake).read().to_pylist()
     assert sum(e["late"] or 0 for e in logged if e["query"] == "daily") == 1
+
+
+_INF, _NAN, _BIG_INT = float("inf"), float("nan"), 2**31 - 1
+# A line's items as (price, quantity), and what finite_prices and finite_amounts give.
+FINITE_RULES = [
+    ([(1.5, 2)], True, True),
+    ([], True, True),
+    (None, None, None),
+    ([(_NAN, 1)], False, True),  # NaN * 1 is NaN, not Infinity: finite_prices drops it
+    ([(_INF, 1)], False, False),
+    ([(-_INF, 2)], False, False),
+    ([(1e308, 1)], True, True),
+    ([(1e308, 2)], True, False),
+    ([(-1e308, 2)], True, False),
+    ([(1e300, -(2**31))], True, False),
+    ([(1e308, 1), (1.0, 3)], True, True),  # past the bound, and every amount finite
+    ([(2e154, _BIG_INT), (1e154, 1)], True, True),
+    ([(1e200, 1), (1e-200, _BIG_INT)], True, True),
+    ([(1.0, 1), (_NAN, 3)], False, True),
+    ([(None, 1)], None, None),
+    ([(1.0, None)], True, None),
+    ([(1.0, 1), None], None, None),
+    ([(None, 1), (_INF, 1)], False, False),
+    ([(0.0, -(2**31)), (-0.0, 5)], True, True),
+]
+_LAMBDAS = {
+    "finite_prices": "forall(items, i -> NOT isnan(i.price) AND abs(i.price) != double('Inf'))",
+    "finite_amounts": "forall(items, i -> abs(i.price * i.quantity) != double('Inf'))",
+}
+
+
+def _drawn_items(count: int) -> list[list | None]:
+    """Lines of 0-4 items of edge-case prices and quantities, some NULL."""
+    pick = random.Random(11)
+    prices = [0.0, -1.0, 2.5, 1e308, -1e308, 1e154, 5e-324, _NAN, _INF, -_INF, None]
+    quantities = [0, 1, -1, 3, _BIG_INT, -(2**31), None]
+    return [
+        [
+            None if pick.random() < 0.05 else (pick.choice(prices), pick.choice(quantities))
+            for _ in range(pick.randint(0, 4))
+        ]
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("batch_ms", [None, 1_700_000_000_000], ids=["as-written", "pinned"])
+def test_the_finite_rules_of_checked_lines_give_what_their_lambdas_give(spark, batch_ms):
+    # The rules avoid a lambda for speed (the file says how); they must stay the lambdas' rules.
+    text = (PROJECT / "sql" / "server_logs" / "checked_lines.sql").read_text()
+    rules = {r.name: r.condition for r in parse_expectations(text, SparkStreaming)}
+    cases = [items for items, _, _ in FINITE_RULES] + _drawn_items(400)
+    lines = [
+        (n, None if items is None else [None if i is None else ("p", *i) for i in items])
+        for n, items in enumerate(cases)
+    ]
+    schema = "n INT, items ARRAY<STRUCT<product_id: STRING, price: DOUBLE, quantity: INT>>"
+    columns = [f"({pinned_condition(rules[name], batch_ms)}) AS {name}" for name in _LAMBDAS]
+    columns += [f"({lambda_}) AS {name}_lambda" for name, lambda_ in _LAMBDAS.items()]
+    got = spark.createDataFrame(lines, schema).selectExpr("n", *columns).orderBy("n").collect()
+
+    assert [(r["finite_prices"], r["finite_amounts"]) for r in got[: len(FINITE_RULES)]] == [
+        (prices, amounts) for _, prices, amounts in FINITE_RULES
+    ]
+    differ = [(r["n"], name) for r in got for name in _LAMBDAS if r[name] != r[f"{name}_lambda"]]
+    assert differ == []

@@ -341,17 +341,17 @@ CASES += [
     # Expectations: a condition reads its view's columns; a bad rule line is a syntax error.
     pytest.param(
         "sql/server_logs/checked_lines.sql",
-        "EXPECT (forall(items, i -> abs(i.price * i.quantity)",
-        "EXPECT (forall(item, i -> abs(i.price * i.quantity)",
-        "sql/server_logs/checked_lines.sql:13: error: expectation finite_amounts: unknown column"
+        "ELSE forall(items, i -> abs(i.price * i.quantity)",
+        "ELSE forall(item, i -> abs(i.price * i.quantity)",
+        "sql/server_logs/checked_lines.sql:19: error: expectation finite_amounts: unknown column"
         " 'item' of view 'checked_lines' [unknown-column]",
         id="expectation-column",
     ),
     pytest.param(
         "sql/server_logs/checked_lines.sql",
-        "EXPECT (forall(items, i -> abs(i.price * i.quantity)",
-        "EXPECT (forall(items, i -> absolute(i.price * i.quantity)",
-        "sql/server_logs/checked_lines.sql:13: error: expectation finite_amounts: absolute() is not"
+        "ELSE forall(items, i -> abs(i.price * i.quantity)",
+        "ELSE forall(items, i -> absolute(i.price * i.quantity)",
+        "sql/server_logs/checked_lines.sql:19: error: expectation finite_amounts: absolute() is not"
         " a Spark function [unknown-function]",
         id="expectation-function",
     ),
