@@ -209,17 +209,18 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
             .count()
         )
     if kind == "python_state":
-        df = _python_state(
+        df = _counts_by_bucket(
             df.where("customer_id IS NOT NULL AND event_time IS NOT NULL").withWatermark(
                 "event_time", "1 minute"
-            )
+            ),
+            passthrough=False,
         )
     if kind == "plain_events":
         df = _events_rows(_plain_lines(df))
     if kind == "parse_events":
         df = _events_rows(df.where("reject_reason IS NULL"))
     if kind == "events_state":
-        df = _with_counts(_events_rows(df.where("reject_reason IS NULL")))
+        df = _counts_by_bucket(_events_rows(df.where("reject_reason IS NULL")), passthrough=True)
 
     class Counter(StreamingQueryListener):
         """Counts batches and input rows (recentProgress keeps only the last 100)."""
@@ -247,7 +248,7 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
         table = checkpoint.with_name(f"{kind}-lake") / "events"
         shutil.rmtree(table.parent, ignore_errors=True)
         writer = writer.foreachBatch(
-            _append_and_merge(table) if kind == "events_state" else _append_to(table)
+            _append_and_merge(spark, table) if kind == "events_state" else _append_to(table)
         )
     else:
         writer = writer.format("noop")
@@ -266,32 +267,43 @@ def _run_baseline(kind: str, data: Path, checkpoint: Path, max_files: int | None
     return 0
 
 
-def _python_state(df: Any) -> Any:
-    """The floor of Python state here, grouped as the pipeline's adapter groups (by bucket of
-    customers, state pickled per bucket): a row count per customer, no rule at all."""
+def _counts_by_bucket(df: Any, *, passthrough: bool) -> Any:
+    """A row count per customer, grouped as the pipeline's adapter groups (one
+    `applyInPandasWithState` call per bucket of customers, state pickled per bucket), no rule
+    at all; with `passthrough`, `df`'s rows come out too (`n` NULL), as the adapter's do."""
     import pickle
 
     import pandas as pd
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import LongType, StructField, StructType
 
     from engine.definitions.handler import STATE_BUCKETS
 
+    rows_in = df if passthrough else df.select("customer_id")
+    # Every column may be NULL: a count row has only the customer and `n`.
+    fields = [StructField(f.name, f.dataType, True) for f in rows_in.schema.fields]
+    schema = StructType([*fields, StructField("n", LongType())])
+
     def count(bucket: tuple, frames: Any, state: Any) -> Any:
         counts = pickle.loads(state.get[0]) if state.exists else {}
-        seen = pd.concat(list(frames))["customer_id"].value_counts()
+        rows = pd.concat(list(frames), ignore_index=True)
+        seen = rows["customer_id"].value_counts()
         for customer, n in seen.items():
             counts[customer] = counts.get(customer, 0) + int(n)
         state.update((pickle.dumps(counts),))
-        yield pd.DataFrame({"customer_id": seen.index, "n": [counts[c] for c in seen.index]})
+        totals = pd.DataFrame({"customer_id": seen.index, "n": [counts[c] for c in seen.index]})
+        if passthrough:
+            totals = pd.concat([rows.assign(n=None), totals], ignore_index=True)
+        yield totals[schema.names]
 
     bucket = F.pmod(F.xxhash64("customer_id"), F.lit(STATE_BUCKETS)).alias("bucket")
     return (
-        df.select(bucket, "customer_id")
+        rows_in.select(bucket, "*")
         .groupBy("bucket")
         .applyInPandasWithState(
             count,
-            outputStructType="customer_id STRING, n LONG",
+            outputStructType=schema,
             stateStructType="counts BINARY",
             outputMode="update",
             timeoutConf=GroupStateTimeout.NoTimeout,
@@ -368,65 +380,23 @@ def _append_to(table: Path) -> Any:
     return append
 
 
-def _with_counts(events: Any) -> Any:
-    """The events rows and a row count per customer, by hand as the pipeline's adapter does
-    it: one `applyInPandasWithState` call per bucket of customers (state pickled per bucket)
-    that passes every row through and adds a row per customer seen in the batch (`n`)."""
-    import pickle
-
-    import pandas as pd
-    from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    from engine.definitions.handler import STATE_BUCKETS
-
-    # Every column may be NULL: a count row has only the customer and `n`.
-    fields = [StructField(f.name, f.dataType, True) for f in events.schema.fields]
-    schema = StructType([*fields, StructField("n", LongType())])
-
-    def count(bucket: tuple, frames: Any, state: Any) -> Any:
-        counts = pickle.loads(state.get[0]) if state.exists else {}
-        rows = pd.concat(list(frames), ignore_index=True).drop(columns="bucket")
-        seen = rows["customer_id"].value_counts()
-        for customer, n in seen.items():
-            counts[customer] = counts.get(customer, 0) + int(n)
-        state.update((pickle.dumps(counts),))
-        totals = pd.DataFrame({"customer_id": seen.index, "n": [counts[c] for c in seen.index]})
-        yield pd.concat([rows.assign(n=None), totals], ignore_index=True)[schema.names]
-
-    bucket = F.pmod(F.xxhash64("customer_id"), F.lit(STATE_BUCKETS)).alias("bucket")
-    return (
-        events.select(bucket, "*")
-        .groupBy("bucket")
-        .applyInPandasWithState(
-            count,
-            outputStructType=schema,
-            stateStructType="counts BINARY",
-            outputMode="update",
-            timeoutConf=GroupStateTimeout.NoTimeout,
-        )
-    )
-
-
-def _append_and_merge(table: Path) -> Any:
+def _append_and_merge(spark: Any, table: Path) -> Any:
     """foreachBatch body of `events_state`: the events rows appended as `_append_to` does,
-    the counts MERGEd by customer into a second table, both idempotent per batch."""
+    the counts MERGEd by customer into a second table (made here), both idempotent per batch."""
     append = _append_to(table)
     counts = table.with_name("customer_counts")
+    spark.sql(f"CREATE TABLE delta.`{counts}` (customer_id STRING, n BIGINT) USING DELTA")
 
     def write(batch: Any, batch_id: int) -> None:
         batch.persist()
         append(batch.where("n IS NULL").drop("n"), batch_id)
-        spark = batch.sparkSession
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS delta.`{counts}` (customer_id STRING, n BIGINT) "
-            "USING DELTA"
-        )
+        # The batch's session, not the one that made the table: the query runs in a clone of
+        # it, where the view `b` and the transaction's settings must be.
+        session = batch.sparkSession
         batch.where("n IS NOT NULL").select("customer_id", "n").createOrReplaceTempView("b")
-        spark.conf.set("spark.databricks.delta.write.txnAppId", "counts")
-        spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        spark.sql(
+        session.conf.set("spark.databricks.delta.write.txnAppId", "counts")
+        session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        session.sql(
             f"MERGE INTO delta.`{counts}` t USING b s ON t.customer_id = s.customer_id "
             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
         )
