@@ -1,13 +1,16 @@
 """Spark's own processes for the tests that run a pipeline somewhere else: a guard that keeps
-the project out of their Python workers' path, and a clean stop."""
+the project out of their Python workers' path, a clean stop, and a kill mid-stream."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, batches_committed
 
 DATA = PROJECT / "data" / "server_logs"
 
@@ -59,3 +62,18 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def kill_after_batches(command: list[str], checkpoint: Path, batches: int) -> None:
+    """Start `command` and SIGKILL it, JVM and Python workers with it, as soon as the query at
+    `checkpoint` has committed `batches` batches (the progress lines lag behind the commits)."""
+    # A session of its own, so the kill takes the whole process group down.
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 300
+    while batches_committed(checkpoint) < batches:
+        assert proc.poll() is None and time.monotonic() < deadline, f"no batch {batches}"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -3,11 +3,8 @@ restart gives exactly the tables of an uninterrupted run."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from engine.lake.event_log import EventLog
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, RunResult, run_pipeline
 from tests.conftest import PROJECT, batches_committed, read_table
+from tests.pipeline.spark_processes import kill_after_batches
 
 TABLES = ("events", "sessions", "carts", "purchases", "quarantine")
 ONE_FILE_PER_BATCH = {"source.maxFilesPerTrigger": "1"}
@@ -94,18 +92,8 @@ def test_sigkill_mid_stream_then_restart_gives_the_same_tables(
         "--conf",
         f"lake.writer={writer}",
     ]
-    # A session of its own, so the kill takes the JVM and the Python workers down too.
-    proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    # Kill right after the second batch commits (the progress lines lag behind the commits).
     checkpoint = lake2 / "_checkpoints" / "server_logs" / "main"
-    deadline = time.monotonic() + 300
-    while batches_committed(checkpoint) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, "no second batch"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_batches(command, checkpoint, 2)
     files = len(list(folder.glob("*.json")))
     assert batches_committed(checkpoint) < files, "the kill must land mid-stream"
 

@@ -31,6 +31,7 @@ from engine.errors import KafkaUnavailable, UserError
 from engine.plan import plan_pipeline
 from engine.runtime.run import RunOptions, run_pipeline
 from tests.conftest import PROJECT, batches_committed, consume, produce, read_table
+from tests.pipeline.spark_processes import kill_after_batches
 from tests.pipeline.test_continuous import wait_until
 
 TOPICS = ["sensor-readings", "sensor-anomalies"]
@@ -107,20 +108,9 @@ def test_sigkill_mid_stream_then_restart_loses_and_duplicates_nothing(spark, bro
         )
         lake = tmp_path / "lake"
         command = runner_command(lake, other.servers)
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # the kill takes the JVM and Python workers down too
-        )
-        # Kill right after the main query commits its second batch (of four).
+        # Killed right after the main query commits its second batch (of four).
         checkpoint = lake / "_checkpoints" / "sensor_cep" / "main"
-        deadline = time.monotonic() + 300
-        while batches_committed(checkpoint) < 2:
-            assert proc.poll() is None and time.monotonic() < deadline, "no second batch"
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_after_batches(command, checkpoint, 2)
         assert batches_committed(checkpoint) < 4, "the kill must land mid-stream"
 
         late = tmp_path / "late_worker"
