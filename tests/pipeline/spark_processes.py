@@ -3,6 +3,7 @@ the project out of their Python workers' path, a clean stop, and a kill mid-stre
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -72,8 +73,12 @@ def kill_after_batches(command: list[str], checkpoint: Path, batches: int) -> No
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + 300
-    while batches_committed(checkpoint) < batches:
-        assert proc.poll() is None and time.monotonic() < deadline, f"no batch {batches}"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        while batches_committed(checkpoint) < batches:
+            alive = proc.poll() is None
+            assert alive and time.monotonic() < deadline, f"fewer than {batches} batches committed"
+            time.sleep(0.05)
+    finally:  # a run that failed to get there is not left behind either
+        with contextlib.suppress(ProcessLookupError):  # the whole group had ended
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
