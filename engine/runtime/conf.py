@@ -40,9 +40,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # The throughput collector: G1's concurrent threads compete with the tasks for two cores
     # (measured: whole runs 7% faster, peak memory 0.3 GiB lower; docs/decisions.md, "The JVM
     # collects garbage for throughput"). The JIT's second compiler takes a method at ten times
-    # the JVM's counts: it spent 65 s of CPU on a 1,000,000-event run, much of it on code that
-    # was barely warm (measured: whole runs 7% faster; docs/decisions.md, "The JIT's second
-    # compiler waits for hotter code").
+    # the JVM's counts: it spent 65 s of CPU on a 1,000,000-event run and 37 s on 8 lines
+    # (measured: whole 1M runs 7% faster; docs/decisions.md, "The JIT's second compiler waits
+    # for hotter code").
     "spark.driver.extraJavaOptions": _JAVA_OPTIONS,
     "spark.executor.extraJavaOptions": _JAVA_OPTIONS,
     "spark.sql.execution.arrow.pyspark.enabled": "true",
